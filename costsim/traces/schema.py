@@ -1,0 +1,46 @@
+"""The trajectory schema: a task is an ordered list of steps the agent commits.
+
+Token counts are in tokens of the agent model. A step's ``kind`` decides how SpecAgent treats
+it: ``read`` (read-only tool call: executed while drafting), ``write`` (state-changing tool
+call: held for review), ``respond`` (a message to the user), ``final`` (the last message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+STEP_KINDS = ("read", "write", "respond", "final")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One committed agent step.
+
+    ``output_tokens``: tokens the agent decodes for the step (arguments or message);
+    ``observation_tokens``: tokens that come back into the context after it (tool result or the
+    user's reply); ``context_tokens``: context length before the step, when known (-1 if not).
+    ``verdict``: a recorded review outcome (True accepted, False rejected, None unknown).
+    """
+
+    kind: str
+    output_tokens: int
+    observation_tokens: int = 0
+    tool: str = ""
+    context_tokens: int = -1
+    model: str = ""
+    duration_s: float | None = None
+    verdict: bool | None = None
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One trajectory: a task id, its domain and source, and its committed steps in order."""
+
+    task_id: str
+    steps: tuple[Step, ...]
+    domain: str = ""
+    source: str = ""
+    reward: float | None = None
+    meta: dict = field(default_factory=dict, compare=False)
