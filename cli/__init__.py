@@ -1,0 +1,1 @@
+"""The `costsim` command line: thin Typer commands that parse, call the library and print."""

@@ -1,0 +1,48 @@
+"""Helpers shared by the commands: user errors, JSON output, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+
+class UserError(Exception):
+    """Bad input from the user; printed as one line, exit code 2."""
+
+
+def to_jsonable(obj):
+    """numpy scalars/arrays to Python; non-finite floats to None (JSON has no inf/nan)."""
+    if hasattr(obj, "tolist"):
+        obj = obj.tolist()
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def dumps(obj) -> str:
+    return json.dumps(to_jsonable(obj), indent=2)
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ()) -> None:
+    """Write ``data`` to ``path`` via a temporary file and rename; refuse to overwrite an input."""
+    path = Path(path)
+    for src in inputs:
+        if Path(src).exists() and path.exists() and path.resolve() == Path(src).resolve():
+            raise UserError(f"{path}: refusing to overwrite an input file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
