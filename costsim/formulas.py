@@ -225,12 +225,23 @@ def expected_over_beta(func, a, b, nodes=64):
     the mean p: Jensen's gap is what per-task heterogeneity costs. ``func`` maps an array of p
     (last axis: quadrature nodes) to values.
     """
-    from scipy.special import roots_jacobi, betaln  # lazy: scipy is slow to import
+    from scipy.special import roots_jacobi  # lazy: scipy is slow to import
 
-    # Jacobi weight (1-x)^alpha (1+x)^beta on [-1, 1]; p = (1+x)/2 gives p^(a-1)(1-p)^(b-1).
-    x, w = roots_jacobi(int(nodes), float(b) - 1.0, float(a) - 1.0)
+    a, b = float(a), float(b)
+    if a <= 0 or b <= 0:
+        raise ValueError(f"Beta parameters must be > 0, got a={a}, b={b}")
+    with np.errstate(all="ignore"):
+        # Jacobi weight (1-x)^alpha (1+x)^beta on [-1, 1]; p = (1+x)/2 gives p^(a-1) (1-p)^(b-1).
+        x, w = roots_jacobi(int(nodes), b - 1.0, a - 1.0)
+        w = w / w.sum()
     p = (1.0 + x) / 2.0
-    w = w / 2.0 ** (a + b - 1.0) / np.exp(betaln(a, b))
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(p))):
+        # Very concentrated Betas overflow the Jacobi weights: integrate over quantiles instead,
+        # E f(p) = ∫_0^1 f(F⁻¹(u)) du, smooth in u exactly when the Beta is concentrated.
+        from scipy.stats import beta as beta_dist
+
+        u, w = np.polynomial.legendre.leggauss(int(nodes))
+        p, w = beta_dist.ppf((u + 1.0) / 2.0, a, b), w / 2.0
     return np.tensordot(np.asarray(func(p), dtype=float), w, axes=([-1], [0]))
 
 

@@ -17,8 +17,9 @@ import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from functools import cache
-from importlib import resources
 from pathlib import Path
+
+from .resources import data_dir
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
 
@@ -178,7 +179,7 @@ def _catalogue(kind: str) -> dict:
     """name -> (profile, aliases) for every shipped profile of ``kind`` (devices/apis/models)."""
     pkg, cls = {"devices": ("hardware", Device), "apis": ("hardware", ApiEndpoint),
                 "models": ("models", ModelSpec)}[kind]
-    root = resources.files(f"costsim.data.{pkg}")
+    root = data_dir(pkg)
     if kind == "apis":
         root = root / "api"
     out = {}

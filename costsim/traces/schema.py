@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 1
 STEP_KINDS = ("read", "write", "respond", "final")
+#: Fields of :class:`Step` that an importer may have to estimate rather than read from the log.
+ESTIMABLE_FIELDS = ("output_tokens", "observation_tokens", "context_tokens", "duration_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,9 @@ class Step:
     ``observation_tokens``: tokens that come back into the context after it (tool result or the
     user's reply); ``context_tokens``: context length before the step, when known (-1 if not).
     ``verdict``: a recorded review outcome (True accepted, False rejected, None unknown).
+    ``estimated``: some token count or timing of the step was not in the log but estimated
+    (see ``traces/README.md`` for the rule); ``estimated_fields`` names which, when known
+    (a subset of :data:`ESTIMABLE_FIELDS`).
     """
 
     kind: str
@@ -32,6 +37,7 @@ class Step:
     duration_s: float | None = None
     verdict: bool | None = None
     estimated: bool = False
+    estimated_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,103 @@
+"""`costsim predict`: the closed-form cost model for one scenario."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ._common import UserError, dumps
+
+
+def predict(
+    p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
+    K: int = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
+    steps: Optional[float] = typer.Option(None, help="Committed steps per task [default 13.8: the paper's tau² Airline]."),
+    v_over_d: Optional[float] = typer.Option(None, "--v-over-d", help="Strong passes per verification / per authored step."),
+    rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of d."),
+    kappa: Optional[float] = typer.Option(None, help="Weak step time / strong step time."),
+    write_rate: Optional[float] = typer.Option(None, "--write-rate", help="Per-step probability of a state-changing call; chunks end at writes, K-read chunks auto-commit."),
+    batch: Optional[int] = typer.Option(None, help="Decode batch on each replica (concurrent sessions) [default 16]."),
+    strong: Optional[str] = typer.Option(None, help="Strong model profile name, TOML or HF config.json [qwen3.5-397b-a17b]."),
+    weak: Optional[str] = typer.Option(None, help="Weak model profile name, TOML or HF config.json [qwen3.5-4b]."),
+    strong_device: Optional[str] = typer.Option(None, "--strong-device", help="Device of the strong replica [h20]."),
+    weak_device: Optional[str] = typer.Option(None, "--weak-device", help="Device of the weak replica [h20]."),
+    strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of the strong replica [as many as hold it]."),
+    strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help="Strong weight precision [fp8]."),
+    weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help="Weak weight precision [bf16]."),
+    step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help="Mean tokens per agent step d̄ [340]."),
+    obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help="Mean observation tokens per step [175]."),
+    context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help="Typical context length [7720]."),
+    verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help="Tokens of a verdict [24]."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Closed-form SpecAgent cost per committed step, relative to Strong-only."""
+    from costsim.calibration import CalibrationError
+    from costsim.predict import predict as run
+
+    if strong_gpus is not None and strong_gpus < 1:
+        raise UserError(f"--strong-gpus must be >= 1, got {strong_gpus}")
+    try:
+        r = run(p_accept, K, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
+                batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
+                obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
+                strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
+                strong_gpus=strong_gpus, strong_dtype=strong_dtype, weak_dtype=weak_dtype)
+    except (ValueError, CalibrationError) as e:
+        raise UserError(str(e)) from None
+    typer.echo(dumps(r) if json_out else render(r))
+
+
+def _f(x, nd=3):
+    return "inf" if x == float("inf") else f"{x:.{nd}g}"
+
+
+def render(r: dict) -> str:
+    rf, s, w, src = r["roofline"], r["strong_deployment"], r["weak_deployment"], r["sources"]
+    form = (f"every chunk reviewed at n = {r['K']} (the paper's form)" if r["write_rate"] is None else
+            f"chunks end at a write (rate {r['write_rate']:g}/step) or auto-commit at {r['K']} reads; "
+            f"mean reviewed chunk n = {r['n']:.2f}")
+    B = r["balance_batch"]
+    lines = [
+        f"SpecAgent vs Strong-only, per committed step — p_u = {r['p']:g}, K = {r['K']}",
+        f"  {form}",
+        "",
+        "Pass counting (the paper's model: memory-bound strong replica, time ∝ weight passes)",
+        f"  R_u  strong weight passes (≈ strong HBM reads) / Strong-only   {r['R']:.3f}",
+        f"  L_u  wall time / Strong-only                                   {r['L']:.3f}",
+        f"  committed steps per review                                     {r['commits_per_review']:.2f} steps",
+        f"  weak steps drafted per committed step                          {r['weak_steps_per_commit']:.2f} steps",
+        f"  strong calls per task ({r['steps_per_task']:g} committed steps)               "
+        f"{r['strong_calls_per_task']:.2f} calls (Strong-only {r['strong_only_calls_per_task']:g})",
+        f"  limits: R(p=0) = v/d + rho = {r['R_limit_p0']:.3f};  R(p→1) = v/(n d) = {r['R_limit_p1']:.3f}",
+        f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
+        + ("  (never faster: R_u ≥ 1)" if r["break_even_kappa"] <= 0 else ""),
+        f"  best K for this p_u (min L_u over K = 1..64)                   K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})",
+        "",
+        "Parameters",
+        f"  v/d    {r['v_over_d']:.4f} weight passes   {src['v_over_d']}",
+        f"  rho    {r['rho']:.4f} steps           {src['rho']}",
+        f"  kappa  {r['kappa']:.4f} (time ratio)    {src['kappa']}",
+        f"  n      {r['n']:.4g} steps",
+        "",
+        f"Roofline (time, bytes and FLOPs per iteration; batch {r['batch']} per replica, context {r['tokens']['context_tokens']:g} tokens)",
+        f"  strong: {s['model']} on {s['n_devices']}x {s['device']}, {s['dtype']} weights;"
+        f"  weak: {w['model']} on {w['n_devices']}x {w['device']}, {w['dtype']} weights",
+        f"  strong step {rf['strong_step_s']:.3g} s, weak step {rf['weak_step_s']:.3g} s, "
+        f"strong decode {rf['decode_s_per_token'] * 1e3:.3g} ms/token",
+        f"  R in time (strong replica time / Strong-only)                  {rf['R_time']:.3f}",
+        f"  L in time (wall time / Strong-only)                            {rf['L_time']:.3f}",
+        f"  strong HBM bytes / Strong-only                                 {rf['strong_hbm_ratio']:.3f}",
+        f"  total HBM bytes (strong + weak) / Strong-only                  {rf['total_hbm_ratio']:.3f}",
+        f"  total FLOPs (strong + weak) / Strong-only                      {rf['total_flops_ratio']:.3f}",
+        f"  balance point B* of the strong replica                         {_f(B)} sequences at this context"
+        f" (paper's peak-FLOPs/bandwidth form: {r['balance_batch_paper']:.3g})",
+        f"  batch {r['batch']} is {r['regime']}" + (" — past B*: extra FLOPs become time" if r["regime"] == "compute-bound" else ""),
+        f"  verification prefill of {rf['verify_prefill_tokens_at_K']:g} tokens (chunk of {r['K']}): "
+        f"{rf['verify_prefill_s_at_K']:.3g} s = {rf['verify_prefill_weight_passes_at_K']:.1f} weight-pass times "
+        f"({'compute-bound' if rf['verify_prefill_compute_bound_at_K'] else 'memory-bound'})",
+        f"  v/d in time at n = {r['K']}: {rf['v_over_d_time_at_K']:.4f} vs {r['v_over_d']:.4f} by pass counting"
+        + (" — pass counting underestimates the review" if rf["v_over_d_time_at_K"] > 1.25 * r["v_over_d"] else ""),
+    ]
+    return "\n".join(lines)

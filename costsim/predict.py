@@ -1,0 +1,214 @@
+"""`costsim predict`: the closed-form answer for one scenario, with the source of every input.
+
+Each parameter resolves in this order: an explicit value (flag) > a calibration file > the
+default (derived from the default profiles and the shipped tau² Airline trace shape). The
+result records where each came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import formulas, roofline
+from .calibration import load_calibration
+from .profiles import DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_model
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Workload shape when the user gives none, with where each number comes from."""
+
+    steps_per_task: float = 13.8
+    step_tokens: float = 340.0
+    obs_tokens: float = 175.0
+    context_tokens: float = 7720.0
+    verdict_tokens: float = 24.0
+    rho: float = 1.0
+    batch: int = 16
+    strong: str = "qwen3.5-397b-a17b"
+    weak: str = "qwen3.5-4b"
+    device: str = "h20"
+    strong_dtype: str = "fp8"
+    weak_dtype: str = "bf16"
+
+
+DEFAULTS = Defaults()
+SOURCES = {
+    "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
+    "step_tokens": "median completion tokens per agent call, shipped tau² Airline trace",
+    "obs_tokens": "median tool-result tokens (chars/4), shipped tau² Airline trace",
+    "context_tokens": "median prompt tokens per agent call, shipped tau² Airline trace",
+    "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
+    "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
+    "batch": "assumption: 16 concurrent sessions per replica",
+    "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
+}
+
+
+def _validate(p, K, write_rate, batch, steps, overrides):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"--p-accept must be in [0, 1], got {p}")
+    if K < 1:
+        raise ValueError(f"--K must be an integer >= 1, got {K}")
+    if write_rate is not None and not 0.0 < write_rate <= 1.0:
+        raise ValueError(f"--write-rate must be in (0, 1], got {write_rate}")
+    if batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {batch}")
+    if steps <= 0:
+        raise ValueError(f"--steps must be > 0, got {steps}")
+    for k, v in overrides.items():
+        if v is not None and not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
+
+
+def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
+                strong_dtype=None, weak_dtype=None, strong_gpus=None):
+    """The strong and weak deployments: strong on as many devices as hold its weights."""
+    d = DEFAULTS
+    sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
+    sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
+    sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
+    for dt in (sdt, wdt):
+        if dt not in DTYPE_BYTES:
+            raise ValueError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
+    n = strong_gpus or devices_to_hold(sm, sd, sdt)
+    return Deployment(sm, sd, n, sdt), Deployment(wm, wd, devices_to_hold(wm, wd, wdt), wdt)
+
+
+def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
+            batch=None, steps=None, calibration=None, step_tokens=None, obs_tokens=None,
+            context_tokens=None, verdict_tokens=None, **deploy) -> dict:
+    """Every closed-form figure for one scenario, as a flat dict plus ``sources``/``assumptions``.
+
+    Without ``write_rate`` every chunk is reviewed at n = K (the paper's form); with it, chunk
+    lengths follow the renewal-reward model (a chunk ends at its first write or at K reads,
+    which auto-commit), and ``n`` is reported as the mean reviewed chunk length.
+    """
+    d = DEFAULTS
+    batch = d.batch if batch is None else batch
+    steps = d.steps_per_task if steps is None else steps
+    _validate(p, K, write_rate, batch, steps, dict(v_over_d=v_over_d, rho=rho, kappa=kappa,
+                                                   step_tokens=step_tokens, obs_tokens=obs_tokens,
+                                                   context_tokens=context_tokens, verdict_tokens=verdict_tokens))
+    src = {}
+
+    def pick(name, flag, calib_value=None, default=None, default_src=""):
+        if flag is not None:
+            src[name] = "flag"
+            return float(flag)
+        if calib_value is not None:
+            src[name] = f"calibration: {cal.source}"
+            return float(calib_value)
+        src[name] = default_src
+        return default
+
+    cal = load_calibration(calibration) if calibration else None
+    cr = cal.ratios if cal else {}
+    tok = {k: pick(k, v, None, getattr(d, k), "default: " + SOURCES[k]) for k, v in
+           dict(step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,
+                verdict_tokens=verdict_tokens).items()}
+    strong, weak = deployments(**deploy)
+    lengths = np.arange(1, K + 1)
+    pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
+                                      tok["verdict_tokens"], rho if rho is not None else d.rho,
+                                      tok["context_tokens"], strong_batch=batch, weak_batch=batch)
+
+    # Pass counting (the paper): a verification is one prefill pass plus one pass per verdict
+    # token; an authored step is d̄ passes.
+    vd_passes = (1.0 + tok["verdict_tokens"]) / tok["step_tokens"]
+    vd = pick("v_over_d", v_over_d, cr.get("v_over_d"), vd_passes,
+              f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {tok['step_tokens']:g}-token step")
+    rho_ = pick("rho", rho, cr.get("rho"), d.rho, "default: " + SOURCES["rho"])
+    kap = pick("kappa", kappa, cr.get("kappa"), pp.kappa,
+               f"roofline: weak step {float(pp.weak_step.seconds):.3g} s / strong step "
+               f"{float(pp.strong_step.seconds):.3g} s at batch {batch}")
+
+    if write_rate is None:
+        pr = np.zeros(K)
+        pr[-1] = 1.0
+        pu = np.zeros(K)
+    else:
+        pr, pu = formulas.chunk_length_pmf_write_rate(write_rate, K)
+    rr = formulas.renewal_ratios(p, pr, pu, vd, rho_, kap)
+    reviews_per_commit = rr["reviews_per_cycle"] / rr["commits_per_cycle"]
+    n_mean = float((pr * lengths).sum() / pr.sum()) if pr.sum() > 0 else float("nan")
+    if write_rate is None:
+        R_, L_ = formulas.R(p, K, vd, rho_), formulas.L(p, K, vd, rho_, kap)
+        best_k, best_L = formulas.best_K(p, vd, rho_, kap)
+        bek = formulas.break_even_kappa(p, K, vd, rho_)
+        cpr = formulas.commits_per_review(p, K)
+    else:
+        R_, L_ = rr["R"], rr["L"]
+        best_k, best_L = _best_K_renewal(p, write_rate, vd, rho_, kap)
+        # L is linear in kappa: L = R + kappa * w, so L = 1 at kappa = (1 - R) / w.
+        bek = (1.0 - R_) / (rr["weak_steps_per_cycle"] / rr["commits_per_cycle"])
+        cpr = rr["reviewed_commit_fraction"] / reviews_per_commit
+
+    # The same ratios in time, HBM bytes and FLOPs from the roofline (v/d per chunk length).
+    in_time = {}
+    for cur in ("time", "hbm", "flops"):
+        k_cur = pp.kappa if cur == "time" else 0.0
+        r = formulas.renewal_ratios(p, pr, pu, None, pp.rho[cur], k_cur, v_over_d_per_length=pp.v_over_d[cur])
+        in_time[cur] = r
+    weak_share = {cur: _weak_share(pp, cur) for cur in ("hbm", "flops")}
+    strong_decode = roofline.decode_step(strong, batch, tok["context_tokens"])
+    B_star = roofline.balance_batch(strong, tok["context_tokens"])
+    verify_K = roofline.prefill(strong, K * (tok["step_tokens"] + tok["obs_tokens"]), tok["context_tokens"])
+    one_pass = roofline.decode_step(strong, 1, tok["context_tokens"])
+
+    out = {
+        "p": p, "K": K, "n": float(K) if write_rate is None else n_mean, "write_rate": write_rate,
+        "R": float(R_), "L": float(L_),
+        "commits_per_review": float(cpr),
+        "weak_steps_per_commit": float(rr["weak_steps_per_cycle"] / rr["commits_per_cycle"]),
+        "reviews_per_commit": float(reviews_per_commit),
+        "strong_calls_per_task": float(steps * reviews_per_commit),
+        "strong_only_calls_per_task": float(steps),
+        "steps_per_task": float(steps),
+        "v_over_d": vd, "rho": rho_, "kappa": kap,
+        "break_even_kappa": float(bek),
+        "best_K": int(best_k), "best_K_L": float(best_L),
+        "R_limit_p0": float(formulas.R_limit_p0(vd, rho_)),
+        "R_limit_p1": float(formulas.R_limit_p1(K, vd)),
+        "roofline": {
+            "R_time": float(in_time["time"]["R"]), "L_time": float(in_time["time"]["L"]),
+            "strong_hbm_ratio": float(in_time["hbm"]["R"]),
+            "strong_flops_ratio": float(in_time["flops"]["R"]),
+            "total_hbm_ratio": float(in_time["hbm"]["R"] + weak_share["hbm"] * rr["weak_steps_per_cycle"] / rr["commits_per_cycle"]),
+            "total_flops_ratio": float(in_time["flops"]["R"] + weak_share["flops"] * rr["weak_steps_per_cycle"] / rr["commits_per_cycle"]),
+            "v_over_d_time_at_K": float(pp.v_over_d["time"][-1]),
+            "rho_time": pp.rho["time"],
+            "strong_step_s": float(pp.strong_step.seconds), "weak_step_s": float(pp.weak_step.seconds),
+            "verify_prefill_tokens_at_K": float(K * (tok["step_tokens"] + tok["obs_tokens"])),
+            "verify_prefill_s_at_K": float(verify_K.seconds),
+            "verify_prefill_weight_passes_at_K": float(verify_K.seconds / one_pass.seconds),
+            "verify_prefill_compute_bound_at_K": bool(verify_K.compute_bound),
+            "decode_s_per_token": float(strong_decode.seconds),
+        },
+        "balance_batch": B_star,
+        "balance_batch_paper": float(roofline.balance_batch_paper(strong)),
+        "batch": batch,
+        "regime": "compute-bound" if bool(strong_decode.compute_bound) else "memory-bound",
+        "strong_deployment": {"model": strong.model.name, "device": strong.device.name,
+                              "n_devices": strong.n_devices, "dtype": strong.weight_dtype},
+        "weak_deployment": {"model": weak.model.name, "device": weak.device.name,
+                            "n_devices": weak.n_devices, "dtype": weak.weight_dtype},
+        "tokens": tok,
+        "sources": src,
+        "calibration": cal.path if cal else None,
+    }
+    return out
+
+
+def _weak_share(pp, cur):
+    """Weak drafting cost of one step relative to a Strong-only step, in currency ``cur``."""
+    f = {"hbm": "hbm_bytes", "flops": "flops"}[cur]
+    return float(getattr(pp.weak_step, f) / getattr(pp.strong_step, f))
+
+
+def _best_K_renewal(p, q, vd, rho, kappa, K_max=64):
+    vals = [float(formulas.renewal_R_L(p, k, q, vd, rho, kappa)[1]) for k in range(1, K_max + 1)]
+    i = int(np.argmin(vals))
+    return i + 1, vals[i]

@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+from costsim.profiles import Device, ModelSpec
+
+LLAMA_8B_CONFIG = {
+    "_name_or_path": "meta-llama/Llama-3.1-8B", "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+MIXTRAL_CONFIG = {
+    "_name_or_path": "mistralai/Mixtral-8x7B-v0.1", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000, "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture
+def hf_config(tmp_path):
+    def write(cfg, name="config.json"):
+        p = tmp_path / name
+        p.write_text(json.dumps(cfg))
+        return str(p)
+
+    return write
+
+
+@pytest.fixture
+def toy_device():
+    return Device(name="toy", display_name="Toy GPU", memory_gb=80, hbm_bandwidth_gbps=2000,
+                  bf16_dense_tflops=400, source="test", interconnect_bandwidth_gbps=400,
+                  bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
+
+
+@pytest.fixture
+def toy_moe():
+    return ModelSpec(name="toy-moe", display_name="Toy MoE", num_layers=10, hidden_size=1024,
+                     num_attention_heads=8, num_kv_heads=2, head_dim=128, total_params_b=20.0,
+                     active_params_b=3.0, source="test", num_experts=64, experts_per_token=4)

@@ -1,0 +1,119 @@
+"""Roofline costs against hand-derived values and the paper's balance point."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from costsim import roofline as rl
+from costsim.profiles import Deployment, ModelSpec, load_model
+
+from conftest import LLAMA_8B_CONFIG, MIXTRAL_CONFIG
+
+
+def test_hf_config_llama_8b(hf_config):
+    m = load_model(hf_config(LLAMA_8B_CONFIG))
+    assert m.total_params_b == pytest.approx(8.03, rel=0.01)  # model card: 8.03B
+    assert m.active_params_b == m.total_params_b and not m.is_moe
+    assert m.kv_bytes_per_token("bf16") == 2 * 32 * 8 * 128 * 2
+
+
+def test_hf_config_mixtral(hf_config):
+    m = load_model(hf_config(MIXTRAL_CONFIG))
+    assert m.total_params_b == pytest.approx(46.7, rel=0.01)  # model card: 46.7B total
+    assert m.active_params_b == pytest.approx(12.9, rel=0.01)  # 12.9B active
+    assert m.is_moe and m.num_experts == 8 and m.experts_per_token == 2
+
+
+def test_dense_decode_is_weight_bytes_over_bandwidth(hf_config, toy_device):
+    m = load_model(hf_config(LLAMA_8B_CONFIG))
+    dep = Deployment(m, toy_device, 1, "bf16")
+    c = rl.decode_step(dep, 1, 0)
+    w = m.total_params_b * 1e9 * 2
+    assert c.hbm_bytes == pytest.approx(w + m.kv_bytes_per_token())
+    assert c.seconds == pytest.approx(c.hbm_bytes / 2000e9)
+    assert c.flops == pytest.approx(2 * m.active_params_b * 1e9)
+    assert not c.compute_bound
+
+
+def test_moe_reads_union_of_experts(toy_device, toy_moe):
+    dep = Deployment(toy_moe, toy_device, 1, "bf16")
+    one = rl.weight_bytes_touched(dep, 1)
+    assert one == pytest.approx(toy_moe.active_params_b * 1e9 * 2)  # batch 1 reads only top-k
+    many = rl.weight_bytes_touched(dep, 10_000)
+    assert many == pytest.approx(toy_moe.total_params_b * 1e9 * 2, rel=1e-6)
+    # Batch 8 touches E(1-(1-k/E)^8) experts per layer, fewer than 8k.
+    frac = 1 - (1 - 4 / 64) ** 8
+    routed = 10 * 64 * frac * toy_moe.expert_params
+    assert rl.weight_bytes_touched(dep, 8) == pytest.approx((toy_moe.always_active_params + routed) * 2)
+    assert 64 * frac < 8 * 4
+
+
+@given(b1=st.integers(1, 512), b2=st.integers(1, 512), ctx=st.integers(0, 32768))
+def test_decode_time_monotone_in_batch(b1, b2, ctx):
+    from costsim.profiles import Device
+
+    dev = Device(name="d", display_name="d", memory_gb=96, hbm_bandwidth_gbps=4000, bf16_dense_tflops=148, source="t")
+    m = ModelSpec(name="m", display_name="m", num_layers=40, hidden_size=4096, num_attention_heads=32,
+                  num_kv_heads=4, head_dim=128, total_params_b=100, active_params_b=10, source="t",
+                  num_experts=128, experts_per_token=8)
+    dep = Deployment(m, dev, 4, "bf16")
+    lo, hi = sorted((b1, b2))
+    a, b = rl.decode_step(dep, lo, ctx), rl.decode_step(dep, hi, ctx)
+    assert a.seconds <= b.seconds and a.hbm_bytes <= b.hbm_bytes and a.flops <= b.flops
+
+
+def test_paper_balance_point_on_h20(hf_config):
+    from costsim.profiles import load_device
+
+    dep = Deployment(load_model(hf_config(LLAMA_8B_CONFIG)), load_device("h20"), 1, "bf16")
+    assert rl.balance_batch_paper(dep) == pytest.approx(37.0)
+
+
+def test_balance_batch_dense_matches_algebra(hf_config, toy_device):
+    m = load_model(hf_config(LLAMA_8B_CONFIG))
+    dep = Deployment(m, toy_device, 1, "bf16")
+    # compute 2·A·B / F >= (W + B·kvb) / BW  <=>  B >= (W/BW) / (2A/F - kvb/BW), context 0.
+    A, W, kvb = m.active_params_b * 1e9, m.total_params_b * 1e9 * 2, m.kv_bytes_per_token()
+    want = np.ceil((W / 2000e9) / (2 * A / 400e12 - kvb / 2000e9))
+    assert rl.balance_batch(dep, 0) == want
+    assert rl.decode_step(dep, want, 0).compute_bound and not rl.decode_step(dep, want - 1, 0).compute_bound
+
+
+def test_balance_recedes_with_context_and_can_vanish(hf_config, toy_device):
+    m = load_model(hf_config(LLAMA_8B_CONFIG))
+    dep = Deployment(m, toy_device, 1, "bf16")
+    assert rl.balance_batch(dep, 0) < rl.balance_batch(dep, 100) < rl.balance_batch(dep, 300)
+    # Decode attention with GQA-8 in bf16: past ~610 tokens of context a sequence's KV read
+    # (C·131072 B at 2 TB/s) outlasts its FLOPs ((16e9 + 524288·C) at 400 TFLOPS), for any batch.
+    assert rl.balance_batch(dep, 1000) == float("inf")
+
+
+def test_long_prefill_is_compute_bound_and_costs_many_passes(toy_device, toy_moe):
+    dep = Deployment(toy_moe, toy_device, 1, "bf16")
+    pre = rl.prefill(dep, 2000, 4000)
+    one = rl.decode_step(dep, 1, 4000)
+    assert pre.compute_bound
+    flops = 2 * 3e9 * 2000 + 4 * 8 * 128 * 10 * 2000 * (4000 + 1000)
+    assert pre.flops == pytest.approx(flops)
+    assert pre.seconds == pytest.approx(flops / 400e12)
+    assert pre.seconds > 5 * one.seconds  # pass counting would call it one pass
+
+
+def test_tensor_parallel_adds_allreduce_and_splits_work(hf_config, toy_device):
+    m = load_model(hf_config(LLAMA_8B_CONFIG))
+    one, four = Deployment(m, toy_device, 1), Deployment(m, toy_device, 4)
+    c1, c4 = rl.decode_step(one, 1, 1000), rl.decode_step(four, 1, 1000)
+    comm = 2 * 32 * (2 * 3 / 4 * 4096 * 2 / 400e9 + rl.ALLREDUCE_LATENCY_S)
+    assert c4.seconds == pytest.approx(c1.memory_s / 4 + comm)
+
+
+def test_protocol_parameters(toy_device, toy_moe, hf_config):
+    strong = Deployment(toy_moe, toy_device, 1)
+    weak = Deployment(load_model(hf_config(LLAMA_8B_CONFIG)), toy_device, 1)
+    pp = rl.protocol_parameters(strong, weak, np.arange(1, 7), 100, 150, 20, 1.0, 4000, 4, 4)
+    vd = pp.v_over_d["time"]
+    assert vd.shape == (6,) and np.all(np.diff(vd) > 0)  # longer chunk, longer review
+    assert pp.kappa == pytest.approx(float(pp.weak_step.seconds / pp.strong_step.seconds))
+    # A repair of rho·d tokens costs rho·d decode iterations: less than a whole step (no prefill).
+    assert 0 < pp.rho["time"] < 1.0
