@@ -17,7 +17,9 @@ All functions broadcast numpy arrays.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -52,39 +54,121 @@ class Cost:
 _FIELDS = ("seconds", "hbm_bytes", "flops", "compute_s", "memory_s")
 
 
+@dataclass(frozen=True)
+class Coefficients:
+    """The roofline of one deployment reduced to constants: the single place its formula lives.
+
+    An iteration is described by ``tokens`` processed, attention (query, key) ``pairs`` and KV
+    tokens read; :meth:`cost` works on Python floats (the simulator's hot path) and on numpy
+    arrays alike.
+    """
+
+    flops_per_token: float       # 2 · active parameters
+    flops_per_pair: float        # 4 · heads · head_dim · KV layers
+    kv_bytes_per_token: float
+    always_bytes: float          # dense + shared weights, read by every iteration
+    routed_bytes: float          # all routed experts (0 for dense models)
+    keep: float                  # 1 - k/E: chance a token skips a given expert (1 for dense)
+    compute_rate: float          # effective FLOP/s over all devices
+    memory_rate: float           # effective B/s over all devices
+    comm_s_per_token: float      # tensor-parallel all-reduce bandwidth time per token
+    fixed_s: float               # per-iteration overhead + all-reduce latencies
+
+    def weight_bytes(self, tokens):
+        """Weights read by an iteration over ``tokens`` tokens: E·(1-(1-k/E)^T) experts a layer."""
+        return (self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens)) * (tokens > 0)
+
+    def cost(self, tokens, pairs, kv_read_tokens) -> Cost:
+        flops = self.flops_per_token * tokens + self.flops_per_pair * pairs
+        hbm = self.weight_bytes(tokens) + self.kv_bytes_per_token * (kv_read_tokens + tokens)
+        compute_s, memory_s = flops / self.compute_rate, hbm / self.memory_rate
+        busy = tokens > 0
+        seconds = (np.maximum(compute_s, memory_s) + self.comm_s_per_token * tokens + self.fixed_s) * busy
+        return Cost(seconds, hbm, flops, compute_s, memory_s)
+
+    def decode_run(self, batch: float, context_sum: float, m: int):
+        """Totals of ``m`` consecutive decode iterations of ``batch`` sequences whose contexts
+        sum to ``context_sum`` at the first and grow by one token each per iteration.
+
+        Compute and memory time are both linear in the iteration index, so the sum of their
+        maximum splits at one crossing and is summed in closed form. Returns
+        ``(seconds, hbm_bytes, flops)``.
+        """
+        c0, c1, m0, m1, extra = self._decode_lines(batch, context_sum)
+        return (self._sum_max(c0, c1, m0, m1, 0, m) + extra * m,
+                (m0 * m + m1 * m * (m - 1) / 2.0) * self.memory_rate,
+                (c0 * m + c1 * m * (m - 1) / 2.0) * self.compute_rate)
+
+    def decode_iterations_within(self, batch: float, context_sum: float, m: int, seconds: float) -> int:
+        """How many of those ``m`` iterations complete within ``seconds`` (bisection)."""
+        c0, c1, m0, m1, extra = self._decode_lines(batch, context_sum)
+        lo, hi = 0, m
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._sum_max(c0, c1, m0, m1, 0, mid) + extra * mid <= seconds:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _decode_lines(self, B, C):
+        c0 = (self.flops_per_token * B + self.flops_per_pair * C) / self.compute_rate
+        c1 = self.flops_per_pair * B / self.compute_rate
+        m0 = (float(self.weight_bytes(B)) + self.kv_bytes_per_token * (C + B)) / self.memory_rate
+        m1 = self.kv_bytes_per_token * B / self.memory_rate
+        return c0, c1, m0, m1, self.comm_s_per_token * B + self.fixed_s
+
+    @staticmethod
+    def _sum_max(c0, c1, m0, m1, s, e):
+        """sum_{i=s}^{e-1} max(c0 + c1 i, m0 + m1 i)."""
+        def lin(a, b, s, e):
+            return (e - s) * a + b * (s + e - 1) * (e - s) / 2.0 if e > s else 0.0
+        if c1 == m1:
+            return lin(max(c0, m0), c1, s, e)
+        k = min(max(math.ceil((m0 - c0) / (c1 - m1)), s), e)  # first i where the faster-growing line leads
+        if c1 > m1:
+            return lin(m0, m1, s, k) + lin(c0, c1, k, e)
+        return lin(c0, c1, s, k) + lin(m0, m1, k, e)
+
+
+@cache
+def coefficients(dep: Deployment) -> Coefficients:
+    """The :class:`Coefficients` of a deployment (cached: deployments are frozen)."""
+    m, dev, n = dep.model, dep.device, dep.n_devices
+    b = DTYPE_BYTES[dep.weight_dtype]
+    comm_tok, fixed = 0.0, dev.iteration_overhead_s
+    if n > 1:
+        # Two ring all-reduces of the activations per layer.
+        link = max(dev.interconnect_bandwidth_gbps, 1e-9) * 1e9
+        comm_tok = 2.0 * m.num_layers * 2.0 * (n - 1) / n * m.hidden_size * DTYPE_BYTES["bf16"] / link
+        fixed += 2.0 * m.num_layers * ALLREDUCE_LATENCY_S
+    routed = m.n_moe_layers * m.num_experts * m.expert_params * b if m.is_moe else 0.0
+    always = (m.always_active_params if m.is_moe else m.total_params_b * 1e9) * b
+    return Coefficients(
+        flops_per_token=2.0 * m.active_params_b * 1e9,
+        flops_per_pair=4.0 * m.num_attention_heads * m.head_dim * m.n_kv_layers,
+        kv_bytes_per_token=m.kv_bytes_per_token(dep.kv_dtype),
+        always_bytes=always, routed_bytes=routed,
+        keep=1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0,
+        compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * dev.flops_efficiency,
+        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * dev.bandwidth_efficiency,
+        comm_s_per_token=comm_tok, fixed_s=fixed,
+    )
+
+
 def weight_bytes_touched(dep: Deployment, tokens):
     """Bytes of weights read by an iteration over ``tokens`` tokens (union of routed experts)."""
-    m, b = dep.model, DTYPE_BYTES[dep.weight_dtype]
-    t = np.asarray(tokens, float)
-    if not m.is_moe:
-        return np.where(t > 0, m.total_params_b * 1e9 * b, 0.0)
-    frac = 1.0 - (1.0 - m.experts_per_token / m.num_experts) ** t
-    routed = m.n_moe_layers * m.num_experts * frac * m.expert_params
-    return np.where(t > 0, (m.always_active_params + routed) * b, 0.0)
+    return coefficients(dep).weight_bytes(np.asarray(tokens, float))
 
 
 def iteration(dep: Deployment, decode_batch=0, decode_context=0, prefill_tokens=0, prefill_context=0) -> Cost:
     """Cost of one engine iteration mixing a prefill chunk and a decode batch."""
-    m, dev, n = dep.model, dep.device, dep.n_devices
     B, Cd = np.asarray(decode_batch, float), np.asarray(decode_context, float)
     T, Cp = np.asarray(prefill_tokens, float), np.asarray(prefill_context, float)
-    tokens = B + T
-    kvb = m.kv_bytes_per_token(dep.kv_dtype)
     # Prefill attends each new token to the context and, causally, to half the new tokens.
     pairs = B * Cd + T * (Cp + T / 2.0)
-    flops = 2.0 * m.active_params_b * 1e9 * tokens + 4.0 * m.num_attention_heads * m.head_dim * m.n_kv_layers * pairs
-    kv_read = kvb * (B * Cd + np.where(T > 0, Cp, 0.0))
-    hbm = weight_bytes_touched(dep, tokens) + kv_read + kvb * tokens
-    compute_s = flops / (n * dev.dense_tflops(dep.weight_dtype) * 1e12 * dev.flops_efficiency)
-    memory_s = hbm / (n * dev.hbm_bandwidth_gbps * 1e9 * dev.bandwidth_efficiency)
-    comm_s = 0.0
-    if n > 1:
-        act_bytes = tokens * m.hidden_size * DTYPE_BYTES["bf16"]
-        link = max(dev.interconnect_bandwidth_gbps, 1e-9) * 1e9
-        per_allreduce = 2.0 * (n - 1) / n * act_bytes / link + ALLREDUCE_LATENCY_S
-        comm_s = np.where(tokens > 0, 2.0 * m.num_layers * per_allreduce, 0.0)
-    seconds = np.where(tokens > 0, np.maximum(compute_s, memory_s) + comm_s + dev.iteration_overhead_s, 0.0)
-    return Cost(seconds, hbm, flops, compute_s, memory_s)
+    kv_read = B * Cd + Cp * (T > 0)
+    return coefficients(dep).cost(B + T, pairs, kv_read)
 
 
 def decode_step(dep: Deployment, batch, context) -> Cost:
@@ -103,10 +187,21 @@ def balance_batch(dep: Deployment, context=0, max_batch: int = 1 << 16) -> float
     Accounts for MoE expert union and KV reads at ``context``: with long contexts the KV
     traffic grows as fast as the FLOPs and the balance point can recede to infinity.
     """
-    b = np.arange(1, max_batch + 1, dtype=float)
-    c = iteration(dep, decode_batch=b, decode_context=context)
-    hit = np.nonzero(c.compute_s >= c.memory_s)[0]
-    return float(b[hit[0]]) if hit.size else float("inf")
+    def compute_bound(b):
+        return bool(iteration(dep, decode_batch=b, decode_context=context).compute_bound)
+
+    # compute - memory time is convex in the batch (linear minus concave expert union), so once
+    # compute-bound an iteration stays so: bisect for the first such batch.
+    if not compute_bound(max_batch):
+        return float("inf")
+    lo, hi = 1, max_batch
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if compute_bound(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(lo)
 
 
 def balance_batch_paper(dep: Deployment) -> float:

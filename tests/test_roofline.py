@@ -117,3 +117,32 @@ def test_protocol_parameters(toy_device, toy_moe, hf_config):
     assert pp.kappa == pytest.approx(float(pp.weak_step.seconds / pp.strong_step.seconds))
     # A repair of rho·d tokens costs rho·d decode iterations: less than a whole step (no prefill).
     assert 0 < pp.rho["time"] < 1.0
+
+
+@given(B=st.integers(1, 300), ctx=st.integers(0, 20000), m=st.integers(1, 400), dtype=st.sampled_from(["bf16", "fp8"]))
+def test_decode_run_closed_form_equals_iteration_sum(B, ctx, m, dtype):
+    from costsim.profiles import load_device
+
+    dep = Deployment(load_model("qwen3.5-397b-a17b"), load_device("h20"), 8, dtype)
+    coef = rl.coefficients(dep)
+    i = np.arange(m)
+    it = rl.iteration(dep, decode_batch=B, decode_context=(ctx + i * B) / B)  # contexts grow together
+    sec, hbm, flops = coef.decode_run(B, ctx, m)
+    assert sec == pytest.approx(it.seconds.sum(), rel=1e-9)
+    assert hbm == pytest.approx(it.hbm_bytes.sum(), rel=1e-9)
+    assert flops == pytest.approx(it.flops.sum(), rel=1e-9)
+    # Iterations completed by a given time: the prefix sums bracket it.
+    cum = np.cumsum(it.seconds)
+    t = cum[m // 2] * 0.999 if m > 1 else cum[0] * 0.5
+    k = coef.decode_iterations_within(B, ctx, m, t)
+    assert (k == 0 or cum[k - 1] <= t * (1 + 1e-12)) and (k == m or cum[k] > t)
+
+
+def test_scalar_and_array_costs_agree():
+    from costsim.profiles import load_device
+
+    dep = Deployment(load_model("qwen3-30b-a3b"), load_device("h100"), 1, "bf16")
+    coef = rl.coefficients(dep)
+    arr = coef.cost(np.array([1.0, 37.0, 512.0]), np.array([4e3, 1e5, 3e6]), np.array([4e3, 1e5, 3e6]))
+    for j, (t, p) in enumerate([(1.0, 4e3), (37.0, 1e5), (512.0, 3e6)]):
+        assert float(coef.cost(t, p, p).seconds) == pytest.approx(arr.seconds[j])
