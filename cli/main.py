@@ -13,6 +13,7 @@ import typer
 from . import predict as _predict
 from . import profiles_cmd as _profiles
 from . import roofline_cmd as _roofline
+from . import traces_cmd as _traces
 from ._common import UserError
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app.command("predict")(_predict.predict)
 app.command("roofline")(_roofline.roofline)
 app.add_typer(_profiles.hardware_app, name="hardware")
 app.add_typer(_profiles.models_app, name="models")
+app.add_typer(_traces.traces_app, name="traces")
 
 
 def main(argv: list[str] | None = None) -> int:

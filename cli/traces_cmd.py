@@ -1,0 +1,219 @@
+"""`costsim traces ...`: import agent logs, list shipped traces, print what SpecAgent would see.
+
+The library is imported inside the commands (start-up time of `costsim --help`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ._common import UserError, atomic_write, dumps
+
+traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
+                         no_args_is_help=True)
+import_app = typer.Typer(help="Convert an agent log into costsim's trajectory JSONL.",
+                         no_args_is_help=True)
+traces_app.add_typer(import_app, name="import")
+
+_KINDS = ("read", "write", "respond", "final")
+
+
+def _tool_kinds(paths):
+    from costsim.traces.tools import load_tool_kinds
+
+    out = {}
+    for p in paths or ():
+        out.update(load_tool_kinds(p))
+    return out
+
+
+def _finish_import(result, src: Path, out: Path, importer: str, tools):
+    """Report warnings, write the JSONL atomically (never over an input), print a summary."""
+    from costsim.traces import TraceError, dumps_jsonl
+    from costsim.traces.convert import CHARS_PER_TOKEN
+
+    for w in result.warnings:
+        print(f"costsim: warning: {w}", file=sys.stderr)
+    if not result.tasks:
+        raise UserError(f"{src}: no task could be imported ({result.records} records read)")
+    defaulted = dict(sorted(result.defaulted_tools.items()))
+    header = {
+        "source": src.name,
+        "importer": importer,
+        "tool_kinds": " + ".join((["tau2 built-in table"] if importer == "tau2" else [])
+                                 + [Path(t).name for t in tools or ()]) or "none: every tool a write",
+        "tools_defaulted_to_write": defaulted,
+        "token_estimate": f"ceil(chars/{CHARS_PER_TOKEN}) where the log has no count "
+                          "(see Step.estimated_fields)",
+        **{k: v for k, v in result.notes.items() if v not in ("", None)},
+    }
+    try:
+        text = dumps_jsonl(result.tasks, **header)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    atomic_write(out, text, inputs=(src, *(tools or ())))
+    kinds = result.steps_by_kind()
+    steps = sum(kinds.values())
+    print(f"{src} -> {out}: {len(result.tasks)} tasks of {result.records} records, {steps} steps "
+          f"({', '.join(f'{k} {kinds[k]}' for k in _KINDS)})")
+    n_def = sum(defaulted.values())
+    if n_def:
+        names = ", ".join(f"{k} ({v})" for k, v in defaulted.items())
+        print(f"  {n_def} tool-call steps of {len(defaulted)} unknown tools defaulted to write (held): {names}")
+    else:
+        print("  every tool found in the tool table (none defaulted to write)")
+    est = result.estimated_share()
+    if est:
+        print("  estimated (tokens: ceil(chars/4) of the text; durations: from message timestamps): "
+              + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
+    if result.warnings:
+        print(f"  {len(result.warnings)} records skipped (see warnings; --strict makes them fatal)")
+
+
+@import_app.command("tau2")
+def import_tau2_cmd(
+    file: Path = typer.Argument(..., help="tau²-Bench results JSON (Results object or list of simulations)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
+    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML name = \"read\"|\"write\", or an MCP tools/list JSON (readOnlyHint). Repeatable; later files win; overrides the built-in tau² table."),
+    strict: bool = typer.Option(False, "--strict", help="Any malformed simulation is fatal (default: skip it with a warning)."),
+):
+    """Import a tau²-Bench results file."""
+    from costsim.traces import TraceError
+    from costsim.traces.tau2 import import_tau2
+
+    try:
+        result = import_tau2(file, tool_kinds=_tool_kinds(tools), strict=strict)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    _finish_import(result, file, out, "tau2", tools)
+
+
+@import_app.command("openai")
+def import_openai_cmd(
+    file: Path = typer.Argument(..., help="Chat-completions log, JSONL (request/response pairs or whole conversations)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
+    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes."),
+    strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
+):
+    """Import an OpenAI-style chat-completions log."""
+    from costsim.traces import TraceError
+    from costsim.traces.openai import import_openai
+
+    try:
+        result = import_openai(file, tool_kinds=_tool_kinds(tools), strict=strict)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    _finish_import(result, file, out, "openai", tools)
+
+
+def _n(x, fmt=",.0f"):
+    return "-" if x is None else format(x, fmt)
+
+
+def _print_stats(name: str, s: dict, per_task: bool):
+    k = s["kinds"]
+    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps (K={s['K']}, hold={s['hold']})")
+    print("  steps by kind   " + "  ".join(f"{x} {k[x]}" for x in _KINDS))
+    t = s["tokens"]
+    print(f"  tokens          prompt {_n(t['prompt'])}  completion {_n(t['completion'])}  "
+          f"observation {_n(t['observation'])}")
+    if s["estimated_fraction"]:
+        print("  estimated       " + ", ".join(f"{f} {v:.0%} of steps" for f, v in s["estimated_fraction"].items()))
+    print(f"  context         first {_n(s['mean_context_first'])}  last {_n(s['mean_context_last'])}  "
+          f"growth {_n(s['mean_context_growth_per_step'], ',.1f')} tokens/step (means over tasks)")
+    c = s["chunk_lengths"]
+    width = max(6, len(str(max(c["reviewed"] + c["unreviewed"] + [0]))) + 1)
+    print("  chunk length    " + "".join(f"{i:>{width}}" for i in range(1, c["K"] + 1)))
+    print("    reviewed      " + "".join(f"{x:>{width}}" for x in c["reviewed"]))
+    print("    unreviewed    " + "".join(f"{x:>{width}}" for x in c["unreviewed"]))
+    print(f"    {c['chunks']} chunks, mean length {_n(c['mean_length'], '.2f')}; ended by "
+          + ", ".join(f"{e} {n}" for e, n in c["ends"].items()))
+    r = s["reviews_per_task"]
+    print(f"  reviews/task    mean {_n(r['mean'], '.2f')} (min {r['min']}, max {r['max']}); "
+          f"{_n(s['steps_per_review'], '.1f')} committed steps per review, every draft accepted")
+    for m, v in s["models"].items():
+        print(f"  model {m}: {v['steps']} steps, {v['output_tokens']:,} output tokens"
+              + (f", {v['timed_steps']} timed: {v['mean_duration_s']:.2f} s/step, "
+                 f"{_n(v['output_tokens_per_s'], '.1f')} output tokens/s" if v["timed_steps"] else ""))
+    if s["verdict_fit"]:
+        f = s["verdict_fit"]["pooled"]
+        print(f"  verdicts        p_u = {_n(f['p_hat'], '.3f')} pooled from {f['passes']} passes, "
+              f"{f['failures']} rejections; 95% Wilson {f['wilson']}, profile {f['profile']}")
+    if per_task:
+        print(f"  {'task':<14}{'steps':>6}{'read':>6}{'write':>6}{'resp':>6}{'final':>6}"
+              f"{'prompt':>10}{'compl':>8}{'obs':>8}{'ctx first':>10}{'ctx last':>10}{'chunks':>7}{'reviews':>8}")
+        for row in s["per_task"]:
+            kk = row["kinds"]
+            tt = row["tokens"]
+            print(f"  {row['task_id'][:13]:<14}{row['steps']:>6}{kk['read']:>6}{kk['write']:>6}"
+                  f"{kk['respond']:>6}{kk['final']:>6}{tt['prompt']:>10}{tt['completion']:>8}"
+                  f"{tt['observation']:>8}{_n(row['context_first'], 'd'):>10}{_n(row['context_last'], 'd'):>10}"
+                  f"{row['chunks']:>7}{row['reviews']:>8}")
+
+
+@traces_app.command("stats")
+def stats_cmd(
+    traces: List[str] = typer.Argument(..., help="Trace files (JSONL) or shipped trace names (see `costsim traces list`)."),
+    K: int = typer.Option(6, "--K", "-K", min=1, help="SpecAgent chunk size: K consecutive reads commit without review."),
+    hold: str = typer.Option("writes", "--hold", help="What is held for review: writes (the paper) or writes+responses (its ablation)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    per_task: bool = typer.Option(True, "--tasks/--no-tasks", help="Per-task rows in the text output."),
+    strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
+):
+    """Steps, tokens, context growth, SpecAgent chunk lengths and implied reviews per trace.
+
+    Chunks end at a write (held, reviewed), at K consecutive reads (committed without review),
+    or at a response to the user (the agent waits; reviewed only with --hold writes+responses).
+    Implied reviews assume every draft is accepted: each rejection would add one.
+    """
+    from costsim.traces import TraceError, load
+    from costsim.traces.stats import HOLDS, trace_stats
+
+    if hold not in HOLDS:
+        raise UserError(f"--hold: expected one of {', '.join(HOLDS)}, got {hold!r}")
+    files = []
+    for name in traces:
+        try:
+            res = load(name, strict=strict)
+        except TraceError as e:
+            raise UserError(str(e)) from None
+        for w in res.warnings:
+            print(f"costsim: warning: {w}", file=sys.stderr)
+        files.append((name, res, trace_stats(res.tasks, K, hold)))
+    if as_json:
+        print(dumps({"K": K, "hold": hold, "files": [
+            {"trace": name, "header": res.header, "skipped_lines": len(res.warnings), **s}
+            for name, res, s in files]}))
+        return
+    for i, (name, res, s) in enumerate(files):
+        if i:
+            print()
+        _print_stats(name, s, per_task)
+
+
+@traces_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """The traces shipped with costsim (usable by name in `stats`)."""
+    from costsim.traces import load, shipped
+
+    rows = []
+    for name in shipped():
+        res = load(name)
+        h = res.header
+        rows.append({"name": name, "tasks": len(res.tasks),
+                     "steps": sum(len(t.steps) for t in res.tasks),
+                     "domain": h.get("domain", ""), "source": h.get("source", ""),
+                     "schema_version": h.get("schema_version")})
+    if as_json:
+        print(dumps(rows))
+        return
+    if not rows:
+        print("no shipped traces found")
+        return
+    print(f"{'name':<20}{'tasks':>6}{'steps':>7}  {'domain':<9}source")
+    for r in rows:
+        print(f"{r['name']:<20}{r['tasks']:>6}{r['steps']:>7}  {r['domain']:<9}{r['source']}")

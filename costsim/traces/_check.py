@@ -1,0 +1,108 @@
+"""Small validators for importers of foreign JSON: every failure names the field's JSON path.
+
+They raise :class:`Bad` (field path, what is wrong); an importer turns it into a one-line
+:class:`~costsim.traces.jsonl.TraceError` with the file name (and line, for JSONL logs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+
+
+class Bad(Exception):
+    def __init__(self, field: str, what: str):
+        super().__init__(field, what)
+        self.field, self.what = field, what
+
+
+def show(v) -> str:
+    try:
+        s = json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):
+        s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def obj(v, at: str) -> dict:
+    if not isinstance(v, dict):
+        raise Bad(at, f"expected an object, got {show(v)}")
+    return v
+
+
+def lst(v, at: str) -> list:
+    if not isinstance(v, list):
+        raise Bad(at, f"expected a list, got {show(v)}")
+    return v
+
+
+def opt_str(d: dict, key: str, at: str) -> str:
+    v = d.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise Bad(f"{at}.{key}", f"expected a string, got {show(v)}")
+    return v
+
+
+def opt_count(d: dict, key: str, at: str) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise Bad(f"{at}.{key}", f"expected a non-negative integer, got {show(v)}")
+    return v
+
+
+def opt_seconds(d: dict, key: str, at: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise Bad(f"{at}.{key}", f"expected a non-negative number of seconds, got {show(v)}")
+    return float(v)
+
+
+def opt_number(d: dict, key: str, at: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise Bad(f"{at}.{key}", f"expected a number, got {show(v)}")
+    return float(v)
+
+
+def opt_time(d: dict, key: str, at: str) -> datetime | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise Bad(f"{at}.{key}", f"expected an ISO 8601 time, got {show(v)}")
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError:
+        raise Bad(f"{at}.{key}", f"expected an ISO 8601 time, got {show(v)}") from None
+    return t.replace(tzinfo=None) if t.tzinfo is None else t
+
+
+def content_text(v, at: str) -> str:
+    """Message content: a string, null, or a list of OpenAI content parts (text parts joined)."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        out = []
+        for i, part in enumerate(v):
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                t = part.get("text", "")
+                if not isinstance(t, str):
+                    raise Bad(f"{at}[{i}].text", f"expected a string, got {show(t)}")
+                out.append(t)
+            else:
+                raise Bad(f"{at}[{i}]", f"expected a content part, got {show(part)}")
+        return "".join(out)
+    raise Bad(at, f"expected a string, a list of parts or null, got {show(v)}")
