@@ -57,7 +57,8 @@ def wilson(S: int, F: int, level: float = 0.95) -> tuple[float, float] | None:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # exact ends at S = 0 or F = 0 (the formula gives them only up to rounding)
+    return (0.0 if S == 0 else max(0.0, centre - half), 1.0 if F == 0 else min(1.0, centre + half))
 
 
 def _loglik(p: float, S: int, F: int) -> float:

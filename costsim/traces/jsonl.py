@@ -216,13 +216,15 @@ def parse_jsonl(text: str, name: str, strict: bool = False) -> ReadResult:
     tasks: list[Task] = []
     warnings: list[str] = []
     first_line: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines() would also split inside strings at U+0085, U+2028.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            msg = f"{name}:{lineno}: invalid JSON: {e.msg} (column {e.colno})"
+        except (json.JSONDecodeError, RecursionError) as e:
+            what = f"{e.msg} (column {e.colno})" if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+            msg = f"{name}:{lineno}: invalid JSON: {what}"
             if header is None or strict:
                 raise TraceError(msg) from None
             warnings.append(msg + "; line skipped")

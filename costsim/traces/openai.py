@@ -132,7 +132,8 @@ def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = 
     by_id: dict[str, _Group] = {}
     first_line: dict[int, int] = {}
     records = 0
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines() would also split inside strings at U+0085, U+2028.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         records += 1

@@ -112,6 +112,8 @@ def load_tool_kinds(path) -> dict[str, str]:
         # "[tools]" also starts a TOML file: only a .json name or a "{" makes it JSON for sure.
         if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
             raise TraceError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise TraceError(f"{path}: JSON nested too deeply") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

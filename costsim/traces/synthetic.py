@@ -1,0 +1,86 @@
+"""Synthetic trajectories: step kinds and token lengths drawn from stated distributions.
+
+The default shape follows the shipped tau²-Bench Airline trace (claude-sonnet-4-5 agent,
+50 tasks): about 13.4 steps per task, of which about 6.2 read-only tool calls, 1.2
+state-changing calls and the rest messages to the user; median 340 completion tokens per
+agent call, tool results of median ~175 tokens (chars/4), user replies of a few dozen tokens,
+first prompt (system + policy + task) of ~5,700 tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .schema import Step, Task
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Distributions of a synthetic task. Token lengths are lognormal (median, sigma)."""
+
+    steps_mean: float = 13.4          # committed steps per task, 1 + Poisson(steps_mean - 1)
+    p_read: float = 0.46              # kind of each non-final step
+    p_write: float = 0.09
+    p_respond: float = 0.45
+    output_median: float = 340.0      # tokens the agent decodes per step
+    output_sigma: float = 0.6
+    tool_obs_median: float = 175.0    # tokens of a tool result
+    tool_obs_sigma: float = 0.5
+    user_obs_median: float = 40.0     # tokens of the user's reply
+    user_obs_sigma: float = 0.5
+    initial_context: int = 5700       # tokens before the first step
+
+    @classmethod
+    def fixed(cls, steps: int, output_tokens: int, obs_tokens: int, p_write: float = 0.0,
+              initial_context: int = 0) -> "Shape":
+        """Deterministic lengths and i.i.d. kinds (reads, and writes with ``p_write``): the
+        setting of the closed form."""
+        return cls(steps_mean=float(steps), p_read=1.0 - p_write, p_write=p_write, p_respond=0.0,
+                   output_median=output_tokens, output_sigma=0.0, tool_obs_median=obs_tokens,
+                   tool_obs_sigma=0.0, user_obs_median=obs_tokens, user_obs_sigma=0.0,
+                   initial_context=initial_context)
+
+
+def _lognormal(rng, median, sigma, size):
+    if sigma == 0:
+        return np.full(size, max(int(round(median)), 1))
+    return np.maximum(np.rint(median * np.exp(sigma * rng.standard_normal(size))), 1).astype(int)
+
+
+def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_length: bool = False) -> list[Task]:
+    """``n_tasks`` synthetic tasks; each task has its own stream from ``SeedSequence(seed)``.
+
+    The last step of every task is ``final``; ``deterministic_length`` gives every task
+    exactly ``steps_mean`` steps (then, with ``Shape.fixed``, no final step: all reads/writes).
+    """
+    probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
+    if np.any(probs < 0) or probs.sum() <= 0:
+        raise ValueError("step-kind probabilities must be >= 0 and not all zero")
+    probs = probs / probs.sum()
+    kinds = np.array(["read", "write", "respond"])
+    tasks = []
+    for i, ss in enumerate(np.random.SeedSequence(seed).spawn(n_tasks)):
+        rng = np.random.default_rng(ss)
+        if deterministic_length:
+            n = max(int(shape.steps_mean), 1)
+        else:
+            n = 1 + int(rng.poisson(max(shape.steps_mean - 1.0, 0.0)))
+        k = kinds[rng.choice(3, size=n, p=probs)]
+        if not deterministic_length:
+            k[-1] = "final"
+        out = _lognormal(rng, shape.output_median, shape.output_sigma, n)
+        tool = _lognormal(rng, shape.tool_obs_median, shape.tool_obs_sigma, n)
+        user = _lognormal(rng, shape.user_obs_median, shape.user_obs_sigma, n)
+        steps, ctx = [], shape.initial_context
+        for j in range(n):
+            kind = str(k[j])
+            obs = 0 if kind == "final" else int(user[j] if kind == "respond" else tool[j])
+            steps.append(Step(kind=kind, output_tokens=int(out[j]), observation_tokens=obs,
+                              tool="" if kind in ("respond", "final") else f"synthetic_{kind}",
+                              context_tokens=ctx))
+            ctx += int(out[j]) + obs
+        tasks.append(Task(task_id=f"synthetic-{seed}-{i}", steps=tuple(steps), domain="synthetic",
+                          source=f"costsim synthetic seed={seed}"))
+    return tasks

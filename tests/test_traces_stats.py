@@ -1,0 +1,73 @@
+"""Chunk lengths SpecAgent would see, tokens and context growth, on tiny hand-made traces."""
+
+import pytest
+
+from costsim.traces import Step, Task
+from costsim.traces.stats import chunks, trace_stats
+
+
+def S(kind, ctx=-1, out=1, obs=0, model="", dur=None, tool=""):
+    return Step(kind=kind, output_tokens=out, observation_tokens=obs, context_tokens=ctx,
+                model=model, duration_s=dur, tool=tool)
+
+
+# read read read | read write | respond | read write | read read final   (K = 3)
+TINY = [S("read"), S("read"), S("read"), S("read"), S("write"), S("respond"),
+        S("read"), S("write"), S("read"), S("read"), S("final")]
+
+
+def test_chunks_hold_writes():
+    assert [(c.length, c.reviewed, c.end) for c in chunks(TINY, K=3)] == [
+        (3, False, "K"), (2, True, "write"), (1, False, "response"), (2, True, "write"),
+        (3, False, "response")]
+
+
+def test_chunks_hold_writes_and_responses():
+    assert [(c.length, c.reviewed) for c in chunks(TINY, K=3, hold="writes+responses")] == [
+        (3, False), (2, True), (1, True), (2, True), (3, True)]
+
+
+def test_chunk_edge_cases():
+    assert [(c.length, c.end) for c in chunks([S("read")] * 5, K=2)] == [(2, "K"), (2, "K"), (1, "end")]
+    assert [c.length for c in chunks(TINY, K=1)] == [1] * len(TINY)
+    assert chunks([], K=6) == []
+    # K-1 reads then a write: a reviewed chunk of length K (lengths never exceed K)
+    assert [(c.length, c.reviewed) for c in chunks([S("read")] * 5 + [S("write")], K=6)] == [(6, True)]
+    with pytest.raises(ValueError, match="K must be a positive integer"):
+        chunks(TINY, K=0)
+    with pytest.raises(ValueError, match="hold must be one of"):
+        chunks(TINY, hold="everything")
+
+
+def test_distribution_and_reviews():
+    s = trace_stats([Task("a", tuple(TINY)), Task("b", (S("write"),))], K=3)
+    c = s["chunk_lengths"]
+    assert c["reviewed"] == [1, 2, 0] and c["unreviewed"] == [1, 0, 2]
+    assert c["ends"] == {"write": 3, "response": 2, "K": 1, "end": 0}
+    assert c["pmf_reviewed"] == [1 / 6, 2 / 6, 0] and sum(c["pmf_reviewed"] + c["pmf_unreviewed"]) == 1
+    assert c["mean_length"] == 12 / 6
+    assert [r["reviews"] for r in s["per_task"]] == [2, 1]
+    assert s["reviews_per_task"] == {"mean": 1.5, "min": 1, "max": 2}
+    assert s["steps_per_review"] == 12 / 3
+    assert s["kinds"] == {"read": 7, "write": 3, "respond": 1, "final": 1}
+
+
+def test_tokens_context_growth_and_models():
+    steps = (S("read", ctx=100, out=10, obs=40, model="w", dur=1.0),
+             S("write", ctx=150, out=20, obs=5, model="w", dur=3.0),
+             S("final", ctx=300, out=30, obs=2, model="s"))
+    s = trace_stats([Task("a", steps), Task("b", (S("final"),))], K=6)
+    a = s["per_task"][0]
+    assert a["tokens"] == {"prompt": 550, "completion": 60, "observation": 47}
+    assert (a["context_first"], a["context_last"], a["context_growth_per_step"]) == (100, 300, 100.0)
+    assert s["per_task"][1]["context_growth_per_step"] is None  # context unknown
+    assert s["mean_context_growth_per_step"] == 100.0
+    assert s["models"]["w"] == {"steps": 2, "output_tokens": 30, "timed_steps": 2, "duration_s": 4.0,
+                                "mean_duration_s": 2.0, "output_tokens_per_s": 7.5}
+    assert s["models"]["s"]["mean_duration_s"] is None and s["verdict_fit"] is None
+
+
+def test_verdicts_are_fitted_when_present():
+    steps = tuple(Step("read", 1, verdict=v) for v in (True, True, False, True))
+    f = trace_stats([Task("a", steps)])["verdict_fit"]["pooled"]
+    assert (f["passes"], f["failures"], f["p_hat"]) == (3, 1, 0.75)
