@@ -42,6 +42,9 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ())
     try:
         with os.fdopen(fd, mode) as f:
             f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a normal file respects the umask
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

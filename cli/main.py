@@ -11,8 +11,10 @@ import sys
 import typer
 
 from . import predict as _predict
+from . import live_cmd as _live
 from . import profiles_cmd as _profiles
 from . import roofline_cmd as _roofline
+from . import simulate_cmd as _simulate
 from . import traces_cmd as _traces
 from ._common import UserError
 
@@ -26,7 +28,12 @@ app = typer.Typer(
 
 app.command("predict")(_predict.predict)
 app.command("roofline")(_roofline.roofline)
+app.command("simulate")(_simulate.simulate)
+app.command("replay")(_simulate.replay)
 app.add_typer(_profiles.hardware_app, name="hardware")
+app.command("calibrate")(_live.calibrate)
+app.command("validate")(_live.validate)
+app.command("serve-local")(_live.serve_local)
 app.add_typer(_profiles.models_app, name="models")
 app.add_typer(_traces.traces_app, name="traces")
 
@@ -40,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         app(args=argv, prog_name="costsim")
+    except SystemExit as e:  # click's standalone mode exits even on success
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except (UserError, ProfileError) as e:
         print(f"costsim: error: {e}", file=sys.stderr)
         return 2

@@ -44,6 +44,20 @@ def _check(K: int, hold: str):
         raise ValueError(f"hold must be one of {', '.join(HOLDS)}, got {hold!r}")
 
 
+def chunk_end(kind: str, n: int, K: int, hold: str = "writes"):
+    """Does a step of ``kind``, the n-th of its chunk, end the chunk — and is it held?
+
+    Returns ``(end, held)``: ``end`` is None (the chunk goes on) or the reason ("write",
+    "response", "K"); a held step is not executed before the chunk is reviewed. This is the one
+    definition of chunking: the SpecAgent protocol and these statistics both call it.
+    """
+    if kind == "write":
+        return "write", True
+    if kind in ("respond", "final"):
+        return "response", hold == "writes+responses"
+    return ("K" if n >= K else None), False
+
+
 def chunks(steps, K: int = 6, hold: str = "writes") -> list[Chunk]:
     """The chunks SpecAgent drafts over ``steps`` (see the module docstring)."""
     _check(K, hold)
@@ -51,15 +65,10 @@ def chunks(steps, K: int = 6, hold: str = "writes") -> list[Chunk]:
     n = 0
     for s in steps:
         n += 1
-        if s.kind == "write":
-            out.append(Chunk(n, True, "write"))
-        elif s.kind in ("respond", "final"):
-            out.append(Chunk(n, hold == "writes+responses", "response"))
-        elif n == K:
-            out.append(Chunk(n, False, "K"))
-        else:
-            continue
-        n = 0
+        end, held = chunk_end(s.kind, n, K, hold)
+        if end:
+            out.append(Chunk(n, held, end))
+            n = 0
     if n:
         out.append(Chunk(n, False, "end"))
     return out

@@ -49,17 +49,43 @@ def _lognormal(rng, median, sigma, size):
     return np.maximum(np.rint(median * np.exp(sigma * rng.standard_normal(size))), 1).astype(int)
 
 
-def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_length: bool = False) -> list[Task]:
+def _draw(rng, shape: Shape, n: int, ctx: int, final: bool) -> list[Step]:
+    """``n`` steps drawn from ``shape`` starting at context ``ctx``; the last is final if asked."""
+    probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
+    k = _KINDS[rng.choice(3, size=n, p=probs / probs.sum())]
+    if final and n:
+        k[-1] = "final"
+    out = _lognormal(rng, shape.output_median, shape.output_sigma, n)
+    tool = _lognormal(rng, shape.tool_obs_median, shape.tool_obs_sigma, n)
+    user = _lognormal(rng, shape.user_obs_median, shape.user_obs_sigma, n)
+    steps = []
+    for j in range(n):
+        kind = str(k[j])
+        obs = 0 if kind == "final" else int(user[j] if kind == "respond" else tool[j])
+        steps.append(Step(kind=kind, output_tokens=int(out[j]), observation_tokens=obs,
+                          tool="" if kind in ("respond", "final") else f"synthetic_{kind}",
+                          context_tokens=ctx))
+        ctx += int(out[j]) + obs
+    return steps
+
+
+_KINDS = np.array(["read", "write", "respond"])
+
+
+def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_length: bool = False,
+             fresh_after_reject: bool = False) -> list[Task]:
     """``n_tasks`` synthetic tasks; each task has its own stream from ``SeedSequence(seed)``.
 
     The last step of every task is ``final``; ``deterministic_length`` gives every task
-    exactly ``steps_mean`` steps (then, with ``Shape.fixed``, no final step: all reads/writes).
+    exactly ``steps_mean`` steps (then no final step: with ``Shape.fixed``, all reads/writes).
+    ``fresh_after_reject`` makes the trajectory generative: after a rejection SpecAgent redraws
+    the drafted steps after the repaired one (``task.meta["redraw"](rng, start, count)``; steps
+    it never drafted are unseen draws already), as the closed form's renewal argument assumes;
+    otherwise the recorded path stays fixed, as in a replayed trace.
     """
     probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
     if np.any(probs < 0) or probs.sum() <= 0:
         raise ValueError("step-kind probabilities must be >= 0 and not all zero")
-    probs = probs / probs.sum()
-    kinds = np.array(["read", "write", "respond"])
     tasks = []
     for i, ss in enumerate(np.random.SeedSequence(seed).spawn(n_tasks)):
         rng = np.random.default_rng(ss)
@@ -67,20 +93,14 @@ def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_
             n = max(int(shape.steps_mean), 1)
         else:
             n = 1 + int(rng.poisson(max(shape.steps_mean - 1.0, 0.0)))
-        k = kinds[rng.choice(3, size=n, p=probs)]
-        if not deterministic_length:
-            k[-1] = "final"
-        out = _lognormal(rng, shape.output_median, shape.output_sigma, n)
-        tool = _lognormal(rng, shape.tool_obs_median, shape.tool_obs_sigma, n)
-        user = _lognormal(rng, shape.user_obs_median, shape.user_obs_sigma, n)
-        steps, ctx = [], shape.initial_context
-        for j in range(n):
-            kind = str(k[j])
-            obs = 0 if kind == "final" else int(user[j] if kind == "respond" else tool[j])
-            steps.append(Step(kind=kind, output_tokens=int(out[j]), observation_tokens=obs,
-                              tool="" if kind in ("respond", "final") else f"synthetic_{kind}",
-                              context_tokens=ctx))
-            ctx += int(out[j]) + obs
+        final = not deterministic_length
+        steps = _draw(rng, shape, n, shape.initial_context, final)
+        meta = {}
+        if fresh_after_reject:
+            def redraw(rng, start, count, steps=steps, n=n, final=final):
+                count = min(count, n - start)
+                return tuple(_draw(rng, shape, count, steps[start].context_tokens, final and start + count == n))
+            meta["redraw"] = redraw
         tasks.append(Task(task_id=f"synthetic-{seed}-{i}", steps=tuple(steps), domain="synthetic",
-                          source=f"costsim synthetic seed={seed}"))
+                          source=f"costsim synthetic seed={seed}", meta=meta))
     return tasks

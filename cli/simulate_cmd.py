@@ -1,0 +1,178 @@
+"""`costsim simulate` (synthetic trajectories) and `costsim replay` (recorded ones)."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from ._common import UserError, atomic_write, dumps
+
+# Options shared by both commands (Typer reads them from each signature).
+P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
+K_ = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")
+PDIST = typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")
+PROTOS = typer.Option(None, "--protocols", help="Comma-separated protocols [strong-only,weak-only,specagent].")
+SESSIONS = typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")
+RATE = typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")
+SEED = typer.Option(0, "--seed", help="Seed of every random stream.")
+STRONG = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b].")
+WEAK = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b].")
+SDEV = typer.Option(None, "--strong-device", help="Strong device [h20].")
+WDEV = typer.Option(None, "--weak-device", help="Weak device [h20].")
+SGPUS = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")
+SREP = typer.Option(1, "--strong-replicas", help="Strong replicas.")
+WREP = typer.Option(1, "--weak-replicas", help="Weak replicas.")
+RHO = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens.")
+VERDICT = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict.")
+TOOL = typer.Option("0", "--tool-latency", help="Seconds per tool call, or lognormal:median,sigma.")
+RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")
+OUT = typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+
+
+def simulate(
+    p_accept: float = P, K: int = K_, tasks: int = typer.Option(200, "--tasks", help="Synthetic tasks (tau² Airline shape)."),
+    p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
+    arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
+    weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
+    strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
+    rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
+    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+):
+    """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
+    if tasks < 1:
+        raise UserError(f"--tasks must be >= 1, got {tasks}")
+    from costsim.traces.synthetic import generate
+
+    _run(generate(tasks, seed=seed), locals(), inputs=())
+
+
+def replay(
+    traces: List[str] = typer.Argument(..., help="Trajectory JSONL files or shipped trace names."),
+    p_accept: float = P, K: int = K_,
+    verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
+    p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
+    arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
+    weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
+    strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
+    rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
+    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+):
+    """Run recorded trajectories through every protocol; the same table as `simulate`."""
+    from costsim.traces import load
+    from costsim.traces.jsonl import TraceError
+
+    if verdicts not in (None, "recorded"):
+        raise UserError(f"--verdicts must be 'recorded', got {verdicts!r}")
+    if verdicts and p_dist:
+        raise UserError("--verdicts recorded and --p-dist are exclusive")
+    opts = dict(locals())
+    if verdicts:
+        opts["p_dist"] = f"recorded:{p_accept}"
+    tasks = []
+    try:
+        for t in traces:
+            tasks.extend(load(t).tasks)
+    except (TraceError, OSError, ValueError) as e:
+        raise UserError(str(e)) from None
+    if not tasks:
+        raise UserError("no tasks in " + ", ".join(traces))
+    _run(tasks, opts, inputs=tuple(traces))
+
+
+def _run(tasks, o: dict, inputs: tuple):
+    from costsim.predict import deployments
+    from costsim.sim import Latency, Scenario
+    from costsim.sim.report import report
+
+    try:
+        s, w = deployments(strong=o["strong"], weak=o["weak"], strong_device=o["strong_device"],
+                           weak_device=o["weak_device"], strong_gpus=o["strong_gpus"])
+        names = tuple(x.strip() for x in o["protocols"].split(",") if x.strip()) if o["protocols"] else None
+        kw = {"protocols": names} if names else {}
+        sc = Scenario(strong=s, weak=w, p=o["p_accept"], K=o["K"], p_dist=o["p_dist"], sessions=o["sessions"],
+                      arrival_rate=o["arrival_rate"], seed=o["seed"], strong_replicas=o["strong_replicas"],
+                      weak_replicas=o["weak_replicas"], rho=o["rho"], verdict_tokens=o["verdict_tokens"],
+                      tool_latency=Latency.parse(o["tool_latency"]), network_rtt_s=o["network_rtt"], **kw)
+        with _progress(len(tasks) * len(sc.protocols), o["quiet"]) as advance:
+            rows, result = report(tasks, sc, advance)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if o["out"]:
+        _write_table(rows, o["out"], inputs)
+    typer.echo(dumps(result) if o["json_out"] else render(result))
+
+
+class _progress:
+    """A rich progress bar on a terminal (stderr), nothing otherwise."""
+
+    def __init__(self, total, quiet):
+        self.total, self.show = total, (not quiet) and sys.stderr.isatty() and total >= 200
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.progress import Progress
+
+        self.bar = Progress(transient=True, console=None)
+        self.bar.start()
+        task = self.bar.add_task("simulating", total=self.total)
+        return lambda k: self.bar.advance(task, k)
+
+    def __exit__(self, *exc):
+        if self.show:
+            self.bar.stop()
+
+
+def _write_table(rows, path, inputs):
+    import io
+
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if path.endswith(".parquet"):
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        data = buf.getvalue()
+    elif path.endswith(".csv"):
+        data = df.to_csv(index=False)
+    else:
+        raise UserError(f"--out {path}: expected a .parquet or .csv file name")
+    atomic_write(path, data, inputs=inputs)
+
+
+def _pm(m, scale=1.0, nd=3):
+    lo, hi = m["ci95"]
+    mean = m["mean"] * scale
+    if lo is None or hi is None or hi != hi:
+        return f"{mean:.{nd}g}"
+    return f"{mean:.{nd}g} ± {(hi - lo) / 2 * scale:.2g}"
+
+
+def render(result: dict) -> str:
+    sc, cf = result["scenario"], result["closed_form"]
+    cols = [("strong calls/task", "strong_calls_per_task", 1), ("strong decode tok/task", "strong_decode_tokens", 1),
+            ("strong prefill tok/task", "strong_prefill_tokens", 1), ("HBM strong GB/task", "strong_hbm_bytes", 1e-9),
+            ("HBM weak GB/task", "weak_hbm_bytes", 1e-9), ("HBM total GB/task", "hbm_bytes", 1e-9),
+            ("TFLOP strong/task", "strong_flops", 1e-12), ("TFLOP weak/task", "weak_flops", 1e-12),
+            ("wall s/task", "wall_s", 1), ("R (strong HBM)", "R", 1), ("R in strong time", "R_time", 1),
+            ("L (wall time)", "L", 1), ("total HBM ratio", "hbm_ratio", 1), ("FLOPs ratio", "flops_ratio", 1),
+            ("strong batch (mean)", "strong_mean_batch", 1)]
+    lines = [f"{sc['tasks']} tasks, p_u = {sc['p']:g}" + (f" ({sc['p_dist']})" if sc["p_dist"] else "")
+             + f", K = {sc['K']}, seed {sc['seed']}, "
+             + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),
+             f"strong: {sc['strong']}", f"weak:   {sc['weak']}",
+             "mean per task ± 95% half-width; ratios are per committed step, paired with strong-only", ""]
+    names = list(result["protocols"])
+    w = max(22, *(len(n) + 2 for n in names))
+    lines.append(f"{'':<24}" + "".join(f"{n:>{w}}" for n in names))
+    for label, key, scale in cols:
+        cells = (result["protocols"][n].get(key) for n in names)
+        lines.append(f"{label:<24}" + "".join(f"{_pm(m, scale) if m else '-':>{w}}" for m in cells))
+    lines += ["", f"closed form: R = {cf['R']:.3f}, L = {cf['L']:.3f} (roofline bytes/time); pass counting "
+              f"R = {cf['R_passes']:.3f}, L = {cf['L_passes']:.3f} (v/d {cf['v_over_d_passes']:.3f}, rho {cf['rho']:g}, "
+              f"kappa {cf['kappa']:.3f})", f"  assumptions: {cf['assumption']}"]
+    return "\n".join(lines)

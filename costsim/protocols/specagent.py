@@ -1,0 +1,96 @@
+"""SpecAgent: the weak model drafts chunks, the strong model reviews the held ones.
+
+Draft: the weak model drafts up to K steps; read-only calls are executed at once so later
+steps see real observations. Chunking is :func:`costsim.traces.stats.chunk_end`: a
+state-changing call ends the chunk and is held (not executed) for review; a message to the
+user ends it too — sent at once and committed without review (it cannot be taken back), or,
+with ``hold="writes+responses"`` (the paper's ablation), held and reviewed; K reads end it,
+committed without review. ``review="all"`` (the other ablation) reviews every chunk.
+
+Verify: the strong model prefills everything new since its last call (history + chunk) and
+decodes a verdict of ``verdict_tokens``: the accepted prefix j. After a rejection the strong
+model authors step j+1 itself — fused into the verdict (``repair="fused"``: rho·d extra decoded
+tokens) or in a separate correction turn (``repair="separate"``: another call). The rejected
+suffix is discarded; both models' caches roll back to the committed history.
+
+Trajectory positions are the committed steps of the task: a rejected draft of position i is
+replaced by the strong model's repair of position i.
+"""
+
+from __future__ import annotations
+
+from ..traces.stats import chunk_end
+
+
+def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair: str = "fused",
+        rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64):
+    steps, N = task.steps, len(task.steps)
+    init = max(steps[0].context_tokens, 0) if steps else 0
+    s_ctx, s_pending = 0, init  # strong: tokens cached / tokens it has not seen yet
+    w_ctx, w_pending = 0, init
+    row = tr.row
+    i = 0
+    while i < N:
+        # --- draft ---------------------------------------------------------------------------
+        drafted, held = [], False
+        w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
+        while i + len(drafted) < N:
+            st = steps[i + len(drafted)]
+            yield from tr.call("weak", w_pending, w_ctx, st.output_tokens)
+            w_ctx += w_pending + st.output_tokens
+            w_pending = 0
+            drafted.append(st)
+            end, held = chunk_end(st.kind, len(drafted), K, hold)
+            if held:
+                break
+            yield from tr.execute(st)
+            w_pending = st.observation_tokens
+            if end:
+                break
+        n = len(drafted)
+        # Tokens of the chunk as the strong model sees them: every step, and the observations
+        # of those executed (a held step has none yet).
+        chunk = sum(s.output_tokens + s.observation_tokens for s in drafted)
+        if held:
+            chunk -= drafted[-1].observation_tokens
+        if not held and review != "all":
+            row["auto_commits"] += 1
+            row["committed_steps"] += n
+            s_pending += chunk
+            i += n
+            continue
+
+        # --- verify (and repair) -------------------------------------------------------------
+        a = tr.acceptance.accepted(drafted)
+        reject = a < n
+        repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
+        decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
+        yield from tr.call("strong", s_pending + chunk, s_ctx, decode)
+        row["reviews"] += 1
+        if reject and repair == "separate":
+            yield from tr.call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
+        committed = drafted[: a + 1] if reject else drafted
+        if reject:
+            row["rejections"] += 1
+        last = committed[-1]
+        prefix = sum(s.output_tokens + s.observation_tokens for s in committed[:-1])
+        # Both caches roll back to the committed history, up to the last committed output.
+        s_ctx += s_pending + prefix + last.output_tokens
+        s_pending = 0
+        if reject:  # the weak model has not seen the strong model's repair
+            w_ctx, w_pending = w_base + prefix, last.output_tokens
+        else:
+            w_ctx, w_pending = w_base + prefix + last.output_tokens, 0
+        if reject or held:  # the repaired step, or the held step, runs now
+            yield from tr.execute(last)
+            s_pending += last.observation_tokens
+            w_pending += last.observation_tokens
+        else:  # review="all" of an executed chunk: the strong saw its last observation
+            s_ctx += last.observation_tokens
+            w_pending = last.observation_tokens
+        row["committed_steps"] += len(committed)
+        i += len(committed)
+        redraw = task.meta.get("redraw")
+        if reject and redraw and i < N:  # a generative task: the drafted path after a repair changes
+            seen = n - len(committed)
+            steps = steps[:i] + redraw(tr.rng, i, seen) + steps[i + seen:]

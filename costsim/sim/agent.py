@@ -1,0 +1,96 @@
+"""The per-task handle a protocol acts through: model calls, tool calls, and the metrics row.
+
+A protocol decides *which* calls happen; :class:`TaskRun` submits them to the replicas (which
+decide what they cost) and adds every cost to the task's row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency of an external call: fixed ``seconds``, or lognormal with that median and
+    ``sigma`` (log-space standard deviation)."""
+
+    seconds: float = 0.0
+    sigma: float = 0.0
+
+    def sample(self, rng: np.random.Generator) -> float:
+        if self.seconds <= 0:
+            return 0.0
+        if self.sigma <= 0:
+            return self.seconds
+        return float(self.seconds * np.exp(self.sigma * rng.standard_normal()))
+
+    @classmethod
+    def parse(cls, spec: str | float | None) -> "Latency":
+        """'0.5' (fixed seconds) or 'lognormal:median,sigma'."""
+        if spec is None or spec == "":
+            return cls()
+        if isinstance(spec, (int, float)):
+            return cls(float(spec))
+        kind, _, args = str(spec).partition(":")
+        try:
+            if kind == "lognormal":
+                med, sig = (float(x) for x in args.split(","))
+                if med >= 0 and sig >= 0:
+                    return cls(med, sig)
+            elif not args and float(kind) >= 0:
+                return cls(float(kind))
+        except ValueError:
+            pass
+        raise ValueError(f"latency {spec!r}: expected seconds >= 0 or lognormal:median,sigma")
+
+
+class TaskRun:
+    """One task being run by one protocol: wraps replicas, tools and the acceptance process."""
+
+    def __init__(self, env, task, strong, weak, acceptance, rng, tool_latency=Latency(),
+                 user_latency=Latency()):
+        self.env, self.task, self.strong, self.weak = env, task, strong, weak
+        self.acceptance, self.rng = acceptance, rng
+        self.tool_latency, self.user_latency = tool_latency, user_latency
+        self.row = {f"{who}_{c}": 0.0 for who in ("strong", "weak") for c in COUNTERS}
+        self.row.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
+        self.start = env.now
+
+    def call(self, who: str, prefill: int, context: int, decode: int):
+        """Call the ``who`` ('strong' or 'weak') model; returns the finished request."""
+        rep = self.strong if who == "strong" else self.weak
+        if rep.rtt_s:
+            yield self.env.timeout(rep.rtt_s)
+        req = rep.submit(prefill, context, decode)
+        yield req.done
+        row = self.row
+        row[f"{who}_calls"] += 1
+        row[f"{who}_prefill_tokens"] += prefill
+        row[f"{who}_decode_tokens"] += decode
+        row[f"{who}_hbm_bytes"] += req.hbm_bytes
+        row[f"{who}_flops"] += req.flops
+        row[f"{who}_busy_s"] += req.busy_s
+        return req
+
+    def execute(self, step):
+        """Run a step's side effect in the world: a tool call or a message to the user."""
+        if step.kind in ("read", "write"):
+            lat = self.tool_latency.sample(self.rng)
+        elif step.kind == "respond":
+            lat = self.user_latency.sample(self.rng)
+        else:
+            return
+        if lat:
+            self.row["tool_s"] += lat
+            yield self.env.timeout(lat)
+
+    def finish(self) -> dict:
+        row = self.row
+        row["wall_s"] = self.env.now - self.start
+        for c in ("hbm_bytes", "flops"):
+            row[c] = row[f"strong_{c}"] + row[f"weak_{c}"]
+        return row

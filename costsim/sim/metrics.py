@@ -1,0 +1,92 @@
+"""Summaries of simulated rows: per-task means and paired ratios, with 95% intervals.
+
+Per-task metrics are means over tasks (normal interval, sd/√n). Ratios to the baseline
+protocol are ratios of sums over the same tasks (per committed step, since both commit the
+same steps), with the delta-method interval of a paired ratio estimator:
+se(r) = sqrt(Σ (x_i - r y_i)² / (n (n - 1))) / ȳ. With many sessions sharing replicas the
+tasks are not independent; the intervals are then indicative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+PER_TASK = {
+    "strong_calls_per_task": "strong_calls",
+    "weak_calls_per_task": "weak_calls",
+    "strong_decode_tokens": "strong_decode_tokens",
+    "strong_prefill_tokens": "strong_prefill_tokens",
+    "weak_decode_tokens": "weak_decode_tokens",
+    "strong_hbm_bytes": "strong_hbm_bytes",
+    "weak_hbm_bytes": "weak_hbm_bytes",
+    "hbm_bytes": "hbm_bytes",
+    "strong_flops": "strong_flops",
+    "weak_flops": "weak_flops",
+    "flops": "flops",
+    "strong_busy_s": "strong_busy_s",
+    "wall_s": "wall_s",
+    "reviews_per_task": "reviews",
+    "rejections_per_task": "rejections",
+    "committed_steps": "committed_steps",
+}
+#: Ratio name -> column, each SpecAgent-like protocol against the baseline.
+RATIOS = {
+    "R": "strong_hbm_bytes",            # the paper's R: strong weight traffic
+    "R_time": "strong_busy_s",          # strong replica time
+    "L": "wall_s",                      # the paper's L: wall time
+    "hbm_ratio": "hbm_bytes",
+    "flops_ratio": "flops",
+    "wall_ratio": "wall_s",
+    "strong_calls_ratio": "strong_calls",
+    "strong_decode_tokens_ratio": "strong_decode_tokens",
+}
+
+
+def mean_ci(x) -> dict:
+    x = np.asarray(x, float)
+    m = float(x.mean()) if x.size else float("nan")
+    h = Z95 * float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else float("nan")
+    return {"mean": m, "ci95": [m - h, m + h]}
+
+
+def ratio_ci(x, y) -> dict:
+    """Σx/Σy over paired samples, with its delta-method 95% interval."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    sy = y.sum()
+    if sy == 0:
+        return {"mean": float("nan"), "ci95": [float("nan")] * 2}
+    r = float(x.sum() / sy)
+    n = x.size
+    if n < 2:
+        return {"mean": r, "ci95": [float("nan")] * 2}
+    se = math.sqrt(float(((x - r * y) ** 2).sum()) / (n * (n - 1))) / (sy / n)
+    return {"mean": r, "ci95": [r - Z95 * se, r + Z95 * se]}
+
+
+def summarize(rows, baseline: str = "strong-only") -> dict:
+    """``{protocol: {metric: {"mean": x, "ci95": [lo, hi]}}}`` from simulated rows."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["protocol"], []).append(r)
+    for rs in by.values():
+        rs.sort(key=lambda r: r["task_index"])
+    base = by.get(baseline)
+    out = {}
+    for name, rs in by.items():
+        col = {k: np.array([r[k] for r in rs], float) for k in rs[0] if isinstance(rs[0][k], (int, float))}
+        m = {metric: mean_ci(col[c]) for metric, c in PER_TASK.items()}
+        steps = col["committed_steps"]
+        for c in ("hbm_bytes", "flops", "wall_s", "strong_hbm_bytes"):
+            m[f"{c}_per_step"] = ratio_ci(col[c], steps)
+        if base is not None and [r["task_index"] for r in base] == [r["task_index"] for r in rs]:
+            bcol = {c: np.array([r[c] for r in base], float) for c in RATIOS.values()}
+            for metric, c in RATIOS.items():
+                m[metric] = ratio_ci(col[c], bcol[c])
+        m["strong_mean_batch"] = {"mean": float(rs[0]["strong_mean_batch"]), "ci95": [None, None]}
+        m["strong_utilisation"] = {"mean": float(rs[0]["strong_utilisation"]), "ci95": [None, None]}
+        out[name] = m
+    return out

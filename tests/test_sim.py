@@ -1,0 +1,229 @@
+"""The simulator against independent references: a naive per-iteration batcher and the
+closed forms (within Monte-Carlo intervals), plus determinism and contention."""
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from costsim import formulas, roofline
+from costsim.profiles import Deployment, Device, ModelSpec, load_device, load_model
+from costsim.sim import Replica, Scenario, simulate, summarize
+from costsim.traces.synthetic import Shape, generate
+
+Z999 = 3.2905  # 99.9% two-sided: the tests below are deterministic (fixed seeds)
+
+
+# --- the replica against a naive per-iteration reference ---------------------------------------
+
+
+def naive_batcher(dep, arrivals, budget, max_seqs):
+    """Finish time of each request, one iteration at a time (the rule the replica implements:
+    FIFO chunked prefill under a token budget, every running sequence decodes each iteration,
+    arrivals join at the next iteration boundary)."""
+    reqs = [dict(t=t, pre=p, ctx=c, dec=d) for t, p, c, d in arrivals]
+    order = sorted(range(len(reqs)), key=lambda i: reqs[i]["t"])
+    now, queue, running, done, k = 0.0, [], [], {}, 0
+    hbm = flops = 0.0
+    while len(done) < len(reqs):
+        while k < len(order) and reqs[order[k]]["t"] <= now:
+            queue.append(order[k])
+            k += 1
+        if not queue and not running:
+            now = reqs[order[k]]["t"]
+            continue
+        b, seats, chunks = max(budget - len(running), 1), max_seqs - len(running), []
+        for i in queue:
+            if b <= 0 or seats <= 0:
+                break
+            t = min(reqs[i]["pre"], b)
+            chunks.append((i, t))
+            b -= t
+            seats -= 1
+        B = len(running)
+        pairs = sum(reqs[i]["ctx"] for i in running) + sum(t * (reqs[i]["ctx"] + t / 2) for i, t in chunks)
+        kv = sum(reqs[i]["ctx"] for i in running) + sum(reqs[i]["ctx"] for i, t in chunks if t)
+        c = roofline.coefficients(dep).cost(B + sum(t for _, t in chunks), pairs, kv)
+        now += float(c.seconds)
+        hbm += float(c.hbm_bytes)
+        flops += float(c.flops)
+        still = []
+        for i in running:
+            reqs[i]["ctx"] += 1
+            reqs[i]["dec"] -= 1
+            if reqs[i]["dec"] > 0:
+                still.append(i)
+            else:
+                done[i] = now
+        for i, t in chunks:
+            reqs[i]["ctx"] += t
+            reqs[i]["pre"] -= t
+            if reqs[i]["pre"] <= 0:
+                queue.remove(i)
+                if reqs[i]["dec"] > 0:
+                    still.append(i)
+                else:
+                    done[i] = now
+        running = still
+    return done, hbm, flops
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 3), st.integers(1, 3000), st.integers(0, 9000), st.integers(1, 200)),
+                min_size=1, max_size=12),
+       st.integers(64, 4096), st.integers(1, 6))
+def test_replica_matches_naive_iteration_loop(arrivals, budget, max_seqs):
+    dep = Deployment(load_model("qwen3-30b-a3b"), load_device("h100"), 1)
+    env = simpy.Environment()
+    rep = Replica(env, dep, token_budget=budget, max_seqs=max_seqs)
+    finished = {}
+
+    def client(i, t, p, c, d):
+        yield env.timeout(t)
+        req = rep.submit(p, c, d)
+        yield req.done
+        finished[i] = (env.now, req)
+
+    for i, a in enumerate(arrivals):
+        env.process(client(i, *a))
+    env.run()
+    want, hbm, flops = naive_batcher(dep, arrivals, budget, max_seqs)
+    for i in range(len(arrivals)):
+        assert finished[i][0] == pytest.approx(want[i], rel=1e-9, abs=1e-12)
+    assert rep.hbm_bytes == pytest.approx(hbm, rel=1e-9)
+    assert rep.flops == pytest.approx(flops, rel=1e-9)
+    # Attribution to requests adds up to the replica's totals.
+    assert sum(r.hbm_bytes for _, r in finished.values()) == pytest.approx(hbm, rel=1e-9)
+    assert sum(r.flops for _, r in finished.values()) == pytest.approx(flops, rel=1e-9)
+
+
+# --- the simulator against the closed form ------------------------------------------------------
+
+# An ideal memory-bound device: compute is free, no KV traffic, no overheads, so one iteration
+# costs exactly one pass over the weights: the paper's pass counting.
+IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
+               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test",
+               bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
+
+
+def ideal(params_b):
+    m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
+                  num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
+    return Deployment(m, IDEAL, 1, "bf16")  # one pass = params_b seconds
+
+
+def ratio_within(ratio, want):
+    lo, hi = ratio["ci95"]
+    half = (hi - lo) / 2 * Z999 / 1.96
+    return abs(ratio["mean"] - want) <= half + 1e-12
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(p=st.floats(0.3, 0.95), n=st.integers(1, 8), d=st.integers(5, 60), tv=st.integers(0, 30),
+       rho=st.sampled_from([0.0, 0.5, 1.0, 1.5]), kappa=st.floats(0.05, 1.0))
+def test_simulated_R_L_agree_with_paper_closed_form(p, n, d, tv, rho, kappa):
+    # All reads, every chunk reviewed at length n: the paper's setting. A step prefills its
+    # observation (1 pass) and decodes d tokens: d + 1 passes; a review 1 + tv passes; a fused
+    # repair round(rho d) passes.
+    shape = Shape.fixed(steps=1000, output_tokens=d, obs_tokens=3, initial_context=2)
+    tasks = generate(20, seed=7, shape=shape, deterministic_length=True)
+    sc = Scenario(strong=ideal(1.0), weak=ideal(kappa), p=p, K=n, rho=rho, verdict_tokens=tv,
+                  protocols=("strong-only", "specagent-review-all"), seed=3)
+    out = summarize(simulate(tasks, sc))["specagent-review-all"]
+    vd, rho_cf = (1 + tv) / (d + 1), round(rho * d) / (d + 1)
+    assert ratio_within(out["R"], float(formulas.R(p, n, vd, rho_cf)))
+    assert ratio_within(out["L"], float(formulas.L(p, n, vd, rho_cf, kappa)))
+    E = float(formulas.commits_per_review(p, n))
+    assert out["strong_calls_per_task"]["mean"] == pytest.approx(1000 / E, rel=0.03)
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(p=st.floats(0.3, 0.95), K=st.integers(2, 8), q=st.floats(0.05, 0.6), kappa=st.floats(0.05, 1.0))
+def test_simulated_R_L_agree_with_renewal_form(p, K, q, kappa):
+    # Reads and writes (probability q): chunks end at a write (reviewed) or at K reads
+    # (committed unreviewed). Generative tasks redraw the path after a rejection.
+    d, tv, rho = 30, 10, 1.0
+    shape = Shape.fixed(steps=1000, output_tokens=d, obs_tokens=3, p_write=q, initial_context=2)
+    tasks = generate(20, seed=11, shape=shape, deterministic_length=True, fresh_after_reject=True)
+    sc = Scenario(strong=ideal(1.0), weak=ideal(kappa), p=p, K=K, rho=rho, verdict_tokens=tv,
+                  protocols=("strong-only", "specagent"), seed=5)
+    out = summarize(simulate(tasks, sc))["specagent"]
+    R, L = formulas.renewal_R_L(p, K, q, (1 + tv) / (d + 1), rho * d / (d + 1), kappa)
+    assert ratio_within(out["R"], float(R))
+    assert ratio_within(out["L"], float(L))
+
+
+def test_fixed_trajectories_review_more_than_the_renewal_form():
+    # On a fixed (replayed) path a rejection before a write leaves the write in the next chunk,
+    # so it is reviewed again: more reviews than the renewal form's fresh chunks.
+    shape = Shape.fixed(steps=1000, output_tokens=30, obs_tokens=3, p_write=0.2, initial_context=2)
+    fixed = generate(20, seed=2, shape=shape, deterministic_length=True)
+    fresh = generate(20, seed=2, shape=shape, deterministic_length=True, fresh_after_reject=True)
+    sc = Scenario(strong=ideal(1.0), weak=ideal(0.2), p=0.6, K=6, protocols=("strong-only", "specagent"))
+    r_fixed = summarize(simulate(fixed, sc))["specagent"]["R"]
+    r_fresh = summarize(simulate(fresh, sc))["specagent"]["R"]
+    assert r_fixed["ci95"][0] > r_fresh["ci95"][1]
+
+
+# --- determinism --------------------------------------------------------------------------------
+
+
+def test_same_seed_same_numbers_different_seed_different():
+    s, w = Deployment(load_model("qwen3-30b-a3b"), load_device("h100"), 1), Deployment(load_model("qwen3-8b"), load_device("h100"), 1)
+    tasks = generate(40, seed=1)
+    a = simulate(tasks, Scenario(strong=s, weak=w, seed=1, sessions=4, p_dist="beta:4,1"))
+    b = simulate(tasks, Scenario(strong=s, weak=w, seed=1, sessions=4, p_dist="beta:4,1"))
+    c = simulate(tasks, Scenario(strong=s, weak=w, seed=2, sessions=4, p_dist="beta:4,1"))
+    assert a == b
+    spec = lambda rows: [r["strong_calls"] for r in rows if r["protocol"] == "specagent"]  # noqa: E731
+    assert spec(a) != spec(c)
+    # Strong-only does not draw acceptance: identical across seeds.
+    so = lambda rows: [r["wall_s"] for r in rows if r["protocol"] == "strong-only"]  # noqa: E731
+    assert so(a) == so(c)
+
+
+def test_acceptance_processes_have_the_stated_means():
+    from costsim.sim.acceptance import Markov, parse_p_dist
+
+    rng = np.random.default_rng(0)
+    steps = [None] * 10
+    bern = parse_p_dist(None, 0.7)(rng)
+    # Mean accepted prefix of n steps: sum_{k=1..n} p^k.
+    js = [bern.accepted(steps) for _ in range(20000)]
+    want = sum(0.7**k for k in range(1, 11))
+    assert np.mean(js) == pytest.approx(want, abs=4 * np.std(js) / math.sqrt(len(js)))
+    mk = Markov(rng, 0.95, 0.3, 0.1, 0.3)
+    passes = total = 0
+    for _ in range(20000):
+        j = mk.accepted([None])
+        passes += j
+        total += 1
+    assert passes / total == pytest.approx(mk.stationary_p, abs=0.02)
+    with pytest.raises(ValueError, match="beta:a,b"):
+        parse_p_dist("beta:1", 0.5)
+
+
+# --- contention: past the balance point extra FLOPs become time ---------------------------------
+
+
+def test_spec_strong_time_ratio_rises_past_the_balance_point():
+    # A dense strong model at short context has a finite balance point; SpecAgent's strong
+    # prefill FLOPs (the whole drafted chunk) cost little while the strong replica is memory
+    # bound, but become time once it is compute bound.
+    strong = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
+    weak = Deployment(load_model("llama-3.1-8b"), load_device("h20"), 1, "bf16")
+    B_star = roofline.balance_batch(strong, 3000)
+    assert 20 < B_star < 200
+    shape = Shape(initial_context=1500)
+    tasks = generate(300, seed=4, shape=shape)
+    res = {}
+    for sessions in (1, 256):
+        sc = Scenario(strong=strong, weak=weak, p=0.8, K=6, sessions=sessions, strong_replicas=1,
+                      weak_replicas=8, protocols=("strong-only", "specagent-hold-responses"))
+        res[sessions] = summarize(simulate(tasks, sc))
+    lo, hi = res[1]["specagent-hold-responses"], res[256]["specagent-hold-responses"]
+    assert res[256]["strong-only"]["strong_mean_batch"]["mean"] > B_star  # past B* under load
+    assert hi["R_time"]["mean"] > lo["R_time"]["mean"] + 0.05
