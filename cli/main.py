@@ -39,23 +39,28 @@ app.add_typer(_traces.traces_app, name="traces")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; a :class:`UserError` or profile error becomes one line on stderr, exit 2.
+    """Run the CLI. Bad input — a usage error, a :class:`UserError`, a profile error — becomes
+    one line on stderr and exit code 2, never a traceback."""
+    import click
 
-    Usage errors (bad flag values) are click's own: one message, exit 2.
-    """
     from costsim.profiles import ProfileError
 
     try:
-        app(args=argv, prog_name="costsim")
-    except SystemExit as e:  # click's standalone mode exits even on success
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        rv = app(args=argv, prog_name="costsim", standalone_mode=False)
+    except click.UsageError as e:
+        hint = f" (see 'costsim {e.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") if e.ctx else ""
+        print(f"costsim: error: {e.format_message()}{hint}", file=sys.stderr)
+        return 2
     except (UserError, ProfileError) as e:
         print(f"costsim: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.Abort):
         print("costsim: interrupted", file=sys.stderr)
         return 130
-    return 0
+    except click.ClickException as e:
+        print(f"costsim: error: {e.format_message()}", file=sys.stderr)
+        return e.exit_code
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""The command line: values printed, JSON keys, one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from costsim import formulas
+from costsim.cli.main import main
+
+
+def run(*args):
+    """Run ``costsim ARGS`` in a subprocess, as a user would."""
+    p = subprocess.run([sys.executable, "-m", "costsim.cli.main", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(capsys, *args):
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_predict_default_values_are_the_formulas(capsys):
+    r = run_json(capsys, "predict", "--p-accept", "0.8", "--K", "6")
+    for key in ("R", "L", "commits_per_review", "weak_steps_per_commit", "strong_calls_per_task", "v_over_d",
+                "rho", "kappa", "n", "balance_batch", "regime", "break_even_kappa", "best_K"):
+        assert key in r
+    vd, rho, kappa = r["v_over_d"], r["rho"], r["kappa"]
+    assert vd == pytest.approx((1 + 24) / 340)  # default: 1 prefill pass + 24 verdict tokens / 340-token step
+    assert r["R"] == pytest.approx(float(formulas.R(0.8, 6, vd, rho)))
+    assert r["L"] == pytest.approx(float(formulas.L(0.8, 6, vd, rho, kappa)))
+    assert r["commits_per_review"] == pytest.approx((1 - 0.8**6) / 0.2)
+    assert r["strong_calls_per_task"] == pytest.approx(13.8 / r["commits_per_review"])
+    assert r["break_even_kappa"] == pytest.approx(float(formulas.break_even_kappa(0.8, 6, vd, rho)))
+    assert r["best_K"] == int(formulas.best_K(0.8, vd, rho, kappa)[0])
+    assert r["regime"] in ("memory-bound", "compute-bound")
+    assert r["strong_deployment"] == {"model": "qwen3.5-397b-a17b", "device": "h20", "n_devices": 8, "dtype": "fp8"}
+    assert r["balance_batch_paper"] == pytest.approx(37.0)
+    assert r["sources"]["kappa"].startswith("roofline")
+
+
+def test_predict_flags_override_and_say_so(capsys):
+    r = run_json(capsys, "predict", "-p", "0.5", "--K", "4", "--v-over-d", "0.2", "--rho", "1.5", "--kappa", "0.1")
+    assert r["R"] == pytest.approx(float(formulas.R(0.5, 4, 0.2, 1.5)))
+    assert r["L"] == pytest.approx(float(formulas.L(0.5, 4, 0.2, 1.5, 0.1)))
+    assert r["sources"]["v_over_d"] == r["sources"]["rho"] == r["sources"]["kappa"] == "flag"
+
+
+def test_predict_write_rate_uses_the_renewal_form(capsys):
+    r = run_json(capsys, "predict", "-p", "0.9", "--K", "6", "--write-rate", "0.2", "--v-over-d", "0.1",
+                 "--rho", "1", "--kappa", "0.2")
+    R, L = formulas.renewal_R_L(0.9, 6, 0.2, 0.1, 1.0, 0.2)
+    assert r["R"] == pytest.approx(float(R)) and r["L"] == pytest.approx(float(L))
+    assert r["L"] == pytest.approx(r["R"] + 0.2 * r["weak_steps_per_commit"])
+    # break-even kappa makes L = 1 in the renewal form too
+    R2, L2 = formulas.renewal_R_L(0.9, 6, 0.2, 0.1, 1.0, r["break_even_kappa"])
+    assert float(L2) == pytest.approx(1.0)
+
+
+def test_predict_calibration_file(tmp_path, capsys):
+    cal = tmp_path / "calib.toml"
+    cal.write_text('[calibration]\nsource = "test rig"\n[ratios]\nkappa = 0.25\nv_over_d = 0.05\n')
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))
+    assert r["kappa"] == 0.25 and r["v_over_d"] == 0.05
+    assert "test rig" in r["sources"]["kappa"]
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal), "--kappa", "0.3")
+    assert r["kappa"] == 0.3  # a flag beats the calibration file
+
+
+def test_predict_text_names_units_and_sources():
+    code, out, err = run("predict", "--p-accept", "0.8", "--K", "6")
+    assert code == 0, err
+    for phrase in ("R_u", "L_u", "weight passes", "calls", "balance point", "memory-bound", "sequences",
+                   "default:", "roofline:", "fp8 weights", "8x h20", "compute-bound"):
+        assert phrase in out
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (["predict", "--p-accept", "1.5", "--K", "6"], "--p-accept must be in [0, 1]"),
+    (["predict", "--p-accept", "-0.1"], "--p-accept must be in [0, 1]"),
+    (["predict", "--p-accept", "0.8", "--K", "0"], "--K must be an integer >= 1"),
+    (["predict", "--p-accept", "0.8", "--strong-device", "nosuch"], "unknown device 'nosuch'; known: a100-80gb"),
+    (["predict", "--p-accept", "0.8", "--strong", "nosuch"], "unknown model 'nosuch'; known:"),
+    (["predict", "--p-accept", "0.8", "--rho", "-1"], "--rho must be a finite number >= 0"),
+    (["predict", "--p-accept", "0.8", "--write-rate", "0"], "--write-rate must be in (0, 1]"),
+    (["predict", "--p-accept", "0.8", "--calibration", "/nonexistent.toml"], "no such calibration file"),
+    (["roofline", "--model", "llama-3.1-70b", "--device", "rtx4090", "--gpus", "1"], "needs 141 GB"),
+    (["simulate", "--p-accept", "2"], "--p-accept must be in [0, 1]"),
+    (["simulate", "--tasks", "0"], "--tasks must be >= 1"),
+    (["simulate", "--protocols", "nosuch"], "unknown protocol 'nosuch'; known: strong-only"),
+    (["simulate", "--p-dist", "beta:1"], "expected beta:a,b"),
+    (["simulate", "--tool-latency", "soon"], "latency 'soon'"),
+    (["hardware", "show", "nosuch"], "unknown device 'nosuch'"),
+    (["predict", "--p-accept", "0.8", "--K", "abc"], "'abc' is not a valid integer"),
+    (["predict"], "Missing option '--p-accept'"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["models", "show", "/no/such/config.json"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, phrase):
+    code, out, err = run(*args)
+    assert code == 2
+    assert "Traceback" not in err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert phrase in lines[0]
+
+
+def test_roofline_json(capsys):
+    r = run_json(capsys, "roofline", "--model", "llama-3.1-8b", "--device", "h100", "--batch", "1",
+                 "--context", "1000", "--prefill", "2000")
+    for key in ("decode_s_per_token", "prefill_s", "hbm_bytes_per_decode_step", "flops_per_decode_step",
+                "balance_batch", "regime"):
+        assert key in r
+    assert r["regime"] == "memory-bound" and r["prefill_regime"] == "compute-bound"
+    # 8.03B params in bf16 plus 1001 tokens of KV at 128 KiB each, read once
+    assert r["hbm_bytes_per_decode_step"] == pytest.approx(8.03e9 * 2 + 1001 * 131072, rel=0.01)
+
+
+def test_profiles_list_show_and_aliases(capsys):
+    assert main(["hardware", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("h20", "h100-sxm", "h200", "b200", "a100-80gb", "l40s", "rtx-4090", "rtx-5090"):
+        assert name in out
+    for alias, name in (("H100", "h100-sxm"), ("a100", "a100-80gb"), ("rtx4090", "rtx-4090"), ("5090", "rtx-5090")):
+        assert run_json(capsys, "hardware", "show", alias)["name"] == name
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("qwen3.5-4b", "qwen3.5-397b-a17b", "glm-5", "deepseek-v4-flash", "llama-3.1-8b", "qwen3-30b-a3b"):
+        assert name in out
+
+
+def test_hf_config_as_model_spec(tmp_path, capsys):
+    from conftest import LLAMA_8B_CONFIG
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA_8B_CONFIG))
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--weak", str(cfg))
+    assert r["weak_deployment"]["model"] == "llama-3.1-8b"
+
+
+def test_simulate_json_shape_and_bracket(capsys, tmp_path):
+    out = tmp_path / "rows.csv"
+    r = run_json(capsys, "simulate", "-p", "0.8", "--K", "6", "--tasks", "60", "--seed", "1", "--out", str(out))
+    assert set(r) >= {"protocols", "closed_form"}
+    spec = r["protocols"]["specagent"]
+    for metric in ("R", "L", "hbm_ratio", "flops_ratio", "wall_ratio", "strong_calls_per_task"):
+        m = spec[metric]
+        assert m["ci95"][0] <= m["mean"] <= m["ci95"][1]
+    assert spec["strong_calls_per_task"]["mean"] < r["protocols"]["strong-only"]["strong_calls_per_task"]["mean"]
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert len(df) == 3 * 60 and set(df["protocol"]) == {"strong-only", "weak-only", "specagent"}
+    # the table holds what the summary was computed from
+    assert df[df.protocol == "specagent"]["strong_calls"].mean() == pytest.approx(spec["strong_calls_per_task"]["mean"])
+
+
+def test_replay_shipped_trace_and_refuse_overwriting_it(capsys, tmp_path):
+    r = run_json(capsys, "replay", "tau2-airline", "-p", "0.8", "--K", "6")
+    so, spec = r["protocols"]["strong-only"], r["protocols"]["specagent"]
+    assert so["strong_calls_per_task"]["mean"] == pytest.approx(621 / 50)  # one strong call per step
+    assert spec["R"]["mean"] < 1 and spec["strong_calls_per_task"]["mean"] < so["strong_calls_per_task"]["mean"]
+    # An output never replaces an input, even one that looks like a table.
+    from costsim.resources import data_dir
+
+    src = tmp_path / "trace.csv"
+    src.write_bytes((data_dir("traces") / "tau2-airline.jsonl").read_bytes())
+    before = src.read_bytes()
+    code, _, err = run("replay", str(src), "--out", str(src), "--protocols", "strong-only")
+    assert code == 2 and "refusing to overwrite an input file" in err
+    assert src.read_bytes() == before
