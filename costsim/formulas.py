@@ -25,6 +25,7 @@ __all__ = [
     "reject_probability",
     "R",
     "L",
+    "R_and_L",
     "R_limit_p0",
     "R_limit_p1",
     "L_limit_p0",
@@ -51,12 +52,14 @@ def commits_per_review(p, n):
     A review of n steps commits the accepted prefix plus, after a rejection, the repaired step:
     P(commits >= k) = p^(k-1) for k = 1..n, so E = sum_k p^(k-1).
     """
-    p, n = np.broadcast_arrays(_arr(p), _arr(n))
+    p, n = _arr(p), _arr(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = (1.0 - p**n) / (1.0 - p)
-    # Near p = 1 the quotient loses all precision; the series sum is exact there.
-    near1 = np.abs(1.0 - p) < 1e-9
-    return np.where(near1, n - n * (n - 1) / 2.0 * (1.0 - p), e)
+    near1 = np.abs(1.0 - p) < 1e-9  # on p's own shape: cheap
+    if near1.any():
+        # Near p = 1 the quotient loses all precision; the series sum is exact there.
+        e = np.where(near1, n - n * (n - 1) / 2.0 * (1.0 - p), e)
+    return e
 
 
 def reject_probability(p, n):
@@ -82,7 +85,15 @@ def L(p, n, v_over_d, rho, kappa):
 
     Every committed step must first be drafted by the weak model (kappa = weak/strong step time).
     """
-    return R(p, n, v_over_d, rho) + _arr(kappa) * weak_steps_per_commit(p, n)
+    e = commits_per_review(p, n)
+    return (_arr(v_over_d) + _arr(kappa) * _arr(n)) / e + _arr(rho) * (1.0 - _arr(p))
+
+
+def R_and_L(p, n, v_over_d, rho, kappa):
+    """``(R_u, L_u)`` in one pass: E = (1 - p^n)/(1 - p) is computed once (grids of 10^6 points)."""
+    e = commits_per_review(p, n)
+    r = _arr(v_over_d) / e + _arr(rho) * (1.0 - _arr(p))
+    return r, r + _arr(kappa) * _arr(n) / e
 
 
 def R_limit_p0(v_over_d, rho):

@@ -35,6 +35,8 @@ def test_R_L_match_brute_force_enumeration(p, n, vd, rho, kappa):
     assert F.commits_per_review(p, n) == pytest.approx(commits, rel=1e-9, abs=1e-12)
     assert F.R(p, n, vd, rho) == pytest.approx(strong / commits, rel=1e-9, abs=1e-12)
     assert F.L(p, n, vd, rho, kappa) == pytest.approx((strong + kappa * weak) / commits, rel=1e-9, abs=1e-12)
+    r, l = F.R_and_L(p, n, vd, rho, kappa)
+    assert (r, l) == (pytest.approx(F.R(p, n, vd, rho)), pytest.approx(F.L(p, n, vd, rho, kappa)))
 
 
 @given(n=ns, vd=pos, rho=pos, kappa=pos)
