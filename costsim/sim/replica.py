@@ -94,7 +94,20 @@ class Replica:
             return
         env, coef = self.env, self.coef
         ep = _Epoch(env.now)
-        if self.queue and len(running) < self.max_seqs:
+        queue = self.queue
+        if not running and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
+            # The uncontended call, the common case: its whole prefill, then all its decodes.
+            r = queue[0]
+            t = r.prefill_left
+            c = coef.cost(t, t * (r.context + t / 2.0), r.context if t else 0)
+            ep.chunks, ep.mixed_cost, ep.mixed_s = [(r, t)], c, float(c.seconds)
+            if r.decode_left > 0:
+                ep.decoders, ep.ctx_sum, ep.m = [r], r.context + t, r.decode_left
+                ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
+            self._epoch = ep
+            self._schedule(ep, ep.mixed_s + ep.run[0])
+            return
+        if queue and len(running) < self.max_seqs:
             budget = max(self.token_budget - len(running), 1)
             seats = self.max_seqs - len(running)
             for req in self.queue:
