@@ -1,0 +1,353 @@
+"""Live mode: `costsim calibrate`, `costsim validate`, `costsim serve-local`.
+
+httpx, numpy, scipy and xllamacpp are imported inside the commands, never at load time.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Optional
+
+import typer
+
+from ._common import UserError, atomic_write, dumps
+
+_SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
+
+
+def _opt_shapes():
+    return dict(
+        step_tokens=typer.Option(None, "--step-tokens", help=f"Tokens of one agent step d ({_SHAPE_HELP})."),
+        obs_tokens=typer.Option(None, "--obs-tokens", help="Tokens of one tool observation o."),
+        verdict_tokens=typer.Option(None, "--verdict-tokens", help="Tokens of a verdict."),
+        chunk_tokens=typer.Option(None, "--chunk-tokens", help="Tokens the strong model prefills per review [K (d + o)]."),
+        repair_tokens=typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d]."),
+        trace=typer.Option(None, "--trace", help="Take step and observation tokens (medians) from a trace file or shipped trace."),
+    )
+
+
+_S = _opt_shapes()
+
+
+def _workload(local: bool, K: int, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace):
+    from costsim.live.plan import LOCAL_WORKLOAD, Workload
+
+    base = LOCAL_WORKLOAD if local else Workload()
+    vals = {"step_tokens": base.step_tokens, "obs_tokens": base.obs_tokens, "verdict_tokens": base.verdict_tokens}
+    if trace:
+        import statistics
+
+        from costsim.traces import TraceError, load
+
+        try:
+            tasks = load(trace).tasks
+        except (TraceError, OSError) as e:
+            raise UserError(str(e)) from None
+        steps = [s for t in tasks for s in t.steps]
+        if not steps:
+            raise UserError(f"{trace}: no steps in the trace")
+        vals["step_tokens"] = max(1, int(round(statistics.median(s.output_tokens for s in steps))))
+        vals["obs_tokens"] = max(1, int(round(statistics.median(s.observation_tokens for s in steps))))
+    for k, v in (("step_tokens", step_tokens), ("obs_tokens", obs_tokens), ("verdict_tokens", verdict_tokens)):
+        if v is not None:
+            vals[k] = v
+    try:
+        return Workload(K=K, chunk_tokens=chunk_tokens, repair_tokens=repair_tokens, **vals)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+@contextmanager
+def _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir=None, seed=0):
+    """The two endpoints (starting local servers with --local); always closed/stopped."""
+    from costsim.live.client import Endpoint
+
+    if local and (weak or strong):
+        raise UserError("give either --local or --weak/--strong URLs, not both")
+    if not local and not (weak and strong):
+        raise UserError("both --weak URL and --strong URL are needed (or --local)")
+    if timeout <= 0 or retries < 0:
+        raise UserError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
+    servers = None
+    try:
+        if local:
+            from costsim.live.local import LocalServerError, LocalServers
+
+            typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
+            try:
+                servers = LocalServers(seed=seed, model_dir=model_dir).start()
+            except LocalServerError as e:
+                raise UserError(str(e)) from None
+            weak, strong = servers.weak.url, servers.strong.url
+            api_key_env = None
+        eps = [Endpoint(u, api_key_env=api_key_env, timeout_s=timeout, retries=retries) for u in (weak, strong)]
+        try:
+            yield eps[0], eps[1]
+        finally:
+            for e in eps:
+                e.close()
+    finally:
+        if servers is not None:
+            servers.stop()
+
+
+class _Bar:
+    """A progress bar on stderr (click's; a plain label when stderr is not a terminal)."""
+
+    def __init__(self, label: str):
+        self.label, self.bar, self.last = label, None, 0
+
+    def __call__(self, done: int, total: int):
+        if self.bar is None:
+            self.bar = typer.progressbar(length=total, label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.last)
+        self.last = done
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
+                     probes_path, resume, label="calibrating"):
+    from costsim.live.calibrate import CalibrationRunError, run_plan
+
+    bar = _Bar(label)
+    try:
+        return run_plan(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
+                        max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
+                        probes_path=probes_path, resume=resume, progress=bar)
+    except (CalibrationRunError, ValueError) as e:
+        raise UserError(str(e)) from None
+    finally:
+        bar.close()
+
+
+def calibrate(
+    weak: Optional[str] = typer.Option(None, "--weak", help="Base URL of the weak model's OpenAI-compatible server."),
+    strong: Optional[str] = typer.Option(None, "--strong", help="Base URL of the strong model's server."),
+    local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them."),
+    output: str = typer.Option("calib.toml", "--output", "-o", help="Calibration file to write."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable that holds the API key (never written anywhere)."),
+    K: int = typer.Option(6, "--K", "-K", help="Chunk size the ratios are for (the chunk prefill is K (d + o) tokens)."),
+    step_tokens: Optional[int] = _S["step_tokens"],
+    obs_tokens: Optional[int] = _S["obs_tokens"],
+    verdict_tokens: Optional[int] = _S["verdict_tokens"],
+    chunk_tokens: Optional[int] = _S["chunk_tokens"],
+    repair_tokens: Optional[int] = _S["repair_tokens"],
+    trace: Optional[str] = _S["trace"],
+    repeats: int = typer.Option(3, "--repeats", help="Probes per shape (the fit uses per-shape medians)."),
+    max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", help="Longest prefill probe [the chunk]."),
+    max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Longest decode probe [2 d]."),
+    allow_cache: bool = typer.Option(False, "--allow-cache", help="Repeat identical prompts (prefix caching may then serve them)."),
+    resume: bool = typer.Option(False, "--resume", help="Go on from the probes an interrupted run saved beside --output."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
+    retries: int = typer.Option(3, "--retries", help="Retries per request (exponential backoff)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the probe order (and of the local models)."),
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models]."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
+    w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
+    from costsim.live.calibrate import to_toml
+
+    probes_path = output + ".probes.json"
+    with _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir, seed) as (we, se):
+        res = _run_calibration(we, se, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
+                               probes_path, resume)
+    src = ("costsim calibrate --local (generated llama.cpp models)" if local else
+           f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
+    atomic_write(output, to_toml(res, src))
+    typer.echo(dumps(_calib_json(res, output)) if json_out else render_calibration(res, output))
+
+
+def _calib_json(res, output):
+    fits = {r: {**f.as_dict(), "ci95": f.ci95} for r, f in res["fits"].items()}
+    return {"output": output, "workload": res["workload"], "fits": fits, "ratios": res["ratios"],
+            "direct": res["direct"], "server": res["server"], "models": res["models"], "urls": res["urls"],
+            "forced_decode": res["forced_decode"], "warnings": res["warnings"]}
+
+
+def _ci(ci):
+    return f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+def render_calibration(res, output) -> str:
+    w, rat = res["workload"], res["ratios"]
+    lines = [f"Calibration written to {output}",
+             f"  workload: step d = {w['step_tokens']}, observation o = {w['obs_tokens']}, verdict = {w['verdict_tokens']}, "
+             f"chunk = {w['chunk_tokens']} (K = {w['K']}), repair = {w['repair_tokens']} tokens", ""]
+    lines.append("Per-endpoint fit  t = overhead + prefill·P + decode·(N-1)   (least squares on per-shape medians, 95% CI)")
+    for role in ("weak", "strong"):
+        f = res["fits"][role]
+        lines.append(f"  {role:6s} {res['urls'][role]}  model {res['models'][role]}")
+        lines.append(f"         prefill {f.prefill_s_per_token * 1e3:.4g} ms/token {_ci([x * 1e3 for x in f.ci95['prefill_s_per_token']])}"
+                     f"   decode {f.decode_s_per_token * 1e3:.4g} ms/token {_ci([x * 1e3 for x in f.ci95['decode_s_per_token']])}"
+                     f"   overhead {f.overhead_s * 1e3:.4g} ms {_ci([x * 1e3 for x in f.ci95['overhead_s']])}")
+        lines.append(f"         {f.n_probes} probes, {f.n_shapes} shapes, R² = {f.r2:.4f}, worst shape residual {f.max_rel_residual:.1%}"
+                     + ("" if res["forced_decode"].get(role) else "; output length NOT forced (server stops at EOS)"))
+        sv = res["server"].get(role)
+        if sv:
+            parts = [f"server /metrics ({sv['flavor']}):"]
+            for k, name in (("prefill_s_per_token", "prefill"), ("decode_s_per_token", "decode")):
+                if k in sv:
+                    parts.append(f"{name} {sv[k] * 1e3:.4g} ms/token (client fit {sv[k + '_rel_diff']:+.1%})")
+            if "prefix_cache_hit_rate" in sv:
+                parts.append(f"prefix-cache hits {sv['prefix_cache_hit_rate']:.1%}")
+            lines.append("         " + "  ".join(parts))
+    t, ci, ps, sec = rat["time"], rat["time_ci95"], rat["passes"], rat["seconds"]
+    lines += ["", "Ratios for this workload (written to [ratios]; in time)",
+              f"  kappa  {t['kappa']:.4f} {_ci(ci['kappa'])}   weak step {sec['weak_step']:.4g} s / strong step {sec['strong_step']:.4g} s",
+              f"  v/d    {t['v_over_d']:.4f} {_ci(ci['v_over_d'])}   verification {sec['verify']:.4g} s / strong step"
+              f"   (pass counting: {ps['v_over_d']:.4f})",
+              f"  rho    {t['rho']:.4f} {_ci(ci['rho'])}   fused repair {sec['repair']:.4g} s / strong step   (pass counting: {ps['rho']:.4f})",
+              f"  the verification prefill of {w['chunk_tokens']} tokens costs {rat['verify_prefill_pass_equivalents']:.1f} "
+              "strong decode-iteration times (pass counting assumes 1)",
+              f"  direct medians: kappa {res['direct']['kappa']:.4f}, verdict call / step call {res['direct']['v_over_d_no_repair']:.4f}"]
+    for x in res["warnings"]:
+        lines.append(f"warning: {x}")
+    return "\n".join(lines)
+
+
+def _ratios_from_calibration(path, w):
+    """kappa, v/d, rho for workload ``w``: from the file's endpoint fits, else its [ratios]."""
+    from costsim.calibration import CalibrationError, load_calibration
+    from costsim.live.calibrate import fits_from_calibration
+    from costsim.live.fit import derive_ratios
+
+    try:
+        cal = load_calibration(path)
+    except CalibrationError as e:
+        raise UserError(str(e)) from None
+    fits = fits_from_calibration(cal.raw)
+    if fits:
+        return derive_ratios(fits["weak"], fits["strong"], w, draws=10)["time"], f"{path} (endpoint fits)"
+    missing = [k for k in ("kappa", "v_over_d", "rho") if k not in cal.ratios]
+    if missing:
+        raise UserError(f"{path}: [ratios] lacks {', '.join(missing)} and the file has no endpoint fits")
+    return dict(cal.ratios), f"{path} ([ratios])"
+
+
+def validate(
+    weak: Optional[str] = typer.Option(None, "--weak", help="Base URL of the weak model's server."),
+    strong: Optional[str] = typer.Option(None, "--strong", help="Base URL of the strong model's server."),
+    local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
+    p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u used to draw review outcomes."),
+    K: int = typer.Option(6, "--K", "-K", help="Chunk size: steps drafted per review."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="Tasks to run under each protocol [20; 8 with --local]."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Committed steps per task [12; 6 with --local]."),
+    step_tokens: Optional[int] = _S["step_tokens"],
+    obs_tokens: Optional[int] = _S["obs_tokens"],
+    verdict_tokens: Optional[int] = _S["verdict_tokens"],
+    chunk_tokens: Optional[int] = _S["chunk_tokens"],
+    repair_tokens: Optional[int] = _S["repair_tokens"],
+    trace: Optional[str] = _S["trace"],
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable that holds the API key."),
+    repeats: int = typer.Option(3, "--repeats", help="Probes per shape when calibrating first."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
+    retries: int = typer.Option(3, "--retries", help="Retries per request."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the review outcomes."),
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Run SpecAgent for real (weak drafts, strong reviews) and Strong-only; measured vs predicted L."""
+    from costsim.live.client import EndpointError
+    from costsim.live.validate import run_validation
+
+    if not 0.0 <= p_accept <= 1.0:
+        raise UserError(f"--p-accept must be in [0, 1], got {p_accept}")
+    if K < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
+        raise UserError("--K, --tasks and --steps must be >= 1")
+    tasks = tasks or (8 if local else 20)
+    w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
+    steps = steps or (6 if local else 12)
+    ratios = src = None
+    if calibration:
+        ratios, src = _ratios_from_calibration(calibration, w)
+    with _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir, seed) as (we, se):
+        if ratios is None:
+            res = _run_calibration(we, se, w, repeats, seed, False, None, None, None, False,
+                                   label="calibrating (same run)")
+            ratios, src = res["ratios"]["time"], "calibrated in this run"
+        bar = _Bar("validating")
+        try:
+            out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar)
+        except EndpointError as e:
+            raise UserError(str(e)) from None
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        finally:
+            bar.close()
+        out["urls"] = {"weak": we.url, "strong": se.url}
+    out["calibration"] = src
+    typer.echo(dumps(out) if json_out else render_validation(out))
+
+
+def render_validation(r) -> str:
+    w, rat = r["workload"], r["ratios"]
+    lines = [
+        f"SpecAgent vs Strong-only, executed — p_u = {r['p']:g}, K = {r['K']}, {r['tasks']} tasks x {r['steps_per_task']} steps",
+        f"  weak {r['urls']['weak']}   strong {r['urls']['strong']}",
+        f"  shapes: step {w['step_tokens']}, observation {w['obs_tokens']}, verdict {w['verdict_tokens']}, "
+        f"chunk {w['chunk_tokens']}, repair {w['repair_tokens']} tokens",
+        f"  ratios from {r['calibration']}: kappa {rat['kappa']:.4f}, v/d {rat['v_over_d']:.4f}, rho {rat['rho']:.4f}",
+        "",
+        f"  {'per committed step / Strong-only':38s} {'measured':>9s} {'predicted':>9s} {'rel.err':>8s}",
+        f"  {'L   wall time':38s} {r['L_measured']:9.4f} {r['L_predicted']:9.4f} {r['L_rel_error']:+8.1%}",
+        f"  {'strong decoded tokens':38s} {r['strong_tokens_ratio_measured']:9.4f} {r['strong_tokens_ratio_predicted']:9.4f} "
+        f"{r['strong_tokens_rel_error']:+8.1%}",
+        f"  {'committed steps per review':38s} {r['commits_per_review_measured']:9.3f} {r['commits_per_review_predicted']:9.3f}",
+        f"  {'weak steps drafted per committed step':38s} {r['weak_steps_per_commit_measured']:9.3f} {r['weak_steps_per_commit_predicted']:9.3f}",
+        "",
+        f"  Strong-only {r['strong_only_seconds_per_step']:.4g} s/step; SpecAgent {r['specagent_seconds_per_step']:.4g} s per committed step "
+        f"({r['specagent']['reviews']} reviews, {r['specagent']['rejections']} rejected)",
+        "  assumptions: sequential calls (one session, no batching), no tool latency, verdict outcomes drawn with p_u",
+    ]
+    return "\n".join(lines)
+
+
+def serve_local(
+    weak_port: int = typer.Option(0, "--weak-port", help="Port of the weak server [a free one]."),
+    strong_port: int = typer.Option(0, "--strong-port", help="Port of the strong server [a free one]."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per server [half the cores]."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the generated models."),
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where the generated models are kept [~/.cache/costsim/models]."),
+):
+    """Start two local llama.cpp servers (generated ~16M and ~320M Llama models) until Ctrl-C."""
+    import signal
+    import time
+
+    from costsim.live.gguf_model import SIZES, ModelShape
+    from costsim.live.local import LocalServerError, LocalServers
+
+    for name, port in (("--weak-port", weak_port), ("--strong-port", strong_port)):
+        if not 0 <= port <= 65535:
+            raise UserError(f"{name} must be in 0..65535, got {port}")
+    typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
+    try:
+        servers = LocalServers(seed=seed, model_dir=model_dir, threads=threads, ports=(weak_port, strong_port)).start()
+    except LocalServerError as e:
+        raise UserError(str(e)) from None
+    stop = {"now": False}
+    old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    try:
+        for role, s in servers.servers.items():
+            n = ModelShape(**SIZES[servers.sizes[role]]).n_params()
+            typer.echo(f"{role:6s} {s.url}   random Llama, {n / 1e6:.0f}M parameters ({s.model})")
+        typer.echo(f"try: costsim calibrate --weak {servers.weak.url} --strong {servers.strong.url}", err=True)
+        typer.echo("Ctrl-C stops both servers.", err=True)
+        while not stop["now"]:
+            for s in servers.servers.values():
+                if not s.alive():
+                    raise UserError(f"{s.role} server on port {s.port} exited: {s.log_tail()}")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        servers.stop()
+        typer.echo("stopped.", err=True)

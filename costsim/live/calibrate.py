@@ -1,0 +1,279 @@
+"""Run a measurement plan against a weak and a strong endpoint, fit, and write a calibration file.
+
+The probes a run completes are kept in ``<output>.probes.json`` (rewritten atomically after each
+probe), so a run that an endpoint failure stops can go on with ``resume=True``. The calibration
+TOML keeps the ``[ratios]`` table that :mod:`costsim.calibration` reads (in time: what the
+wall-time ratio L needs) and adds the per-endpoint fits, the pass-counted ratios, the workload
+the ratios are for, and the server-side cross-check. No API key is ever written: only the name
+of the environment variable, and URLs without user:password.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from . import fit as _fit
+from . import metrics as _metrics
+from .client import Endpoint, EndpointError
+from .plan import Probe, Workload, make_plan
+
+PROBES_VERSION = 1
+
+
+class CalibrationRunError(RuntimeError):
+    """A run that could not finish; one line, and the probes so far are saved."""
+
+
+def public_url(url: str) -> str:
+    """``url`` without any user:password part."""
+    s = urlsplit(url)
+    host = s.hostname or ""
+    if s.port:
+        host = f"{host}:{s.port}"
+    return urlunsplit((s.scheme, host, s.path, "", ""))
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+@dataclass
+class Run:
+    """State of a calibration run: the plan, the rows measured so far, where they are kept."""
+
+    plan: list
+    header: dict
+    rows: list = field(default_factory=list)
+    probes_path: Path | None = None
+
+    def done_ids(self) -> set:
+        return {r["id"] for r in self.rows}
+
+    def save(self):
+        if self.probes_path is not None:
+            write_atomic(self.probes_path, json.dumps({"header": self.header, "rows": self.rows}, indent=1))
+
+
+def probe_prompt(ep: Endpoint, p: Probe, rng: random.Random, allow_cache: bool):
+    if allow_cache:  # the same prompt for every repeat of a shape: repeats may hit the cache
+        return ep.random_prompt(p.prompt_tokens, random.Random(f"{p.role}/{p.kind}/{p.prompt_tokens}"))
+    return ep.random_prompt(p.prompt_tokens, rng)
+
+
+def warm_up(ep: Endpoint, rng: random.Random, calls: int = 2) -> bool:
+    """A few unrecorded calls (first calls are slow); returns whether forced decoding works."""
+    forced = True
+    for _ in range(calls):
+        r = ep.complete(ep.random_prompt(16, rng), 8)
+        forced = forced and r.forced
+    ep.force_supported = forced
+    return forced
+
+
+def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0, allow_cache=False,
+             max_prompt_tokens=None, max_output_tokens=None, probes_path=None, resume=False,
+             progress=None) -> dict:
+    """Measure, fit and derive. Returns the result dict that :func:`to_toml` writes.
+
+    ``progress(done, total)`` is called after each probe. On an endpoint failure the completed
+    probes are saved (when ``probes_path`` is given) and :class:`CalibrationRunError` is raised.
+    """
+    plan = make_plan(w, repeats=repeats, seed=seed, max_prompt_tokens=max_prompt_tokens,
+                     max_output_tokens=max_output_tokens)
+    header = {"version": PROBES_VERSION, "workload": w.as_dict(), "repeats": repeats, "seed": seed,
+              "allow_cache": allow_cache, "max_prompt_tokens": max_prompt_tokens,
+              "max_output_tokens": max_output_tokens,
+              "weak_url": public_url(weak.url), "strong_url": public_url(strong.url)}
+    run = Run(plan, header, probes_path=Path(probes_path) if probes_path else None)
+    if resume and run.probes_path is not None and run.probes_path.exists():
+        try:
+            saved = json.loads(run.probes_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CalibrationRunError(f"{run.probes_path}: cannot resume from it ({e})") from None
+        if saved.get("header") != header:
+            raise CalibrationRunError(f"{run.probes_path}: saved probes are for other endpoints or options; "
+                                      "run without --resume to start over")
+        run.rows = list(saved.get("rows", []))
+    eps = {"weak": weak, "strong": strong}
+    rng = random.Random()  # fresh prefixes: not seeded, so no two runs share a prompt
+    snap_before, calls = {}, {"weak": 0, "strong": 0}
+    forced = {}
+    try:
+        for role, ep in eps.items():
+            ep.discover()
+            forced[role] = warm_up(ep, rng)
+            txt = ep.metrics_text()
+            snap_before[role] = _metrics.parse(txt) if txt else None
+        done = run.done_ids()
+        todo = [p for p in plan if p.id not in done]
+        if progress:
+            progress(len(plan) - len(todo), len(plan))
+        for p in todo:
+            ep = eps[p.role]
+            r = ep.complete(probe_prompt(ep, p, rng, allow_cache), p.max_tokens)
+            calls[p.role] += 1
+            row = {"id": p.id, "role": p.role, "kind": p.kind, "shape_prompt": p.prompt_tokens,
+                   "shape_output": p.max_tokens, **r.as_dict()}
+            run.rows.append(row)
+            run.save()
+            if progress:
+                progress(len(run.rows), len(plan))
+        server = {}
+        for role, ep in eps.items():
+            txt = ep.metrics_text() if snap_before[role] is not None else None
+            server[role] = (_metrics.server_timing(snap_before[role], _metrics.parse(txt), requests=calls[role])
+                            if txt else None)
+    except EndpointError as e:
+        where = ""
+        if run.rows and run.probes_path is not None:
+            run.save()
+            where = f"; {len(run.rows)} probes saved to {run.probes_path}, rerun with --resume"
+        raise CalibrationRunError(f"{e}{where}") from None
+    except _metrics.MetricsError as e:
+        raise CalibrationRunError(f"unreadable /metrics: {e}") from None
+    return analyse(run.rows, w, weak, strong, forced, server, allow_cache)
+
+
+def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool) -> dict:
+    fits = {}
+    for role in ("weak", "strong"):
+        rr = [r for r in rows if r["role"] == role]
+        try:
+            fits[role] = _fit.fit_endpoint(rr)
+        except _fit.FitError as e:
+            raise CalibrationRunError(f"{role} endpoint {public_url((weak if role == 'weak' else strong).url)}: {e}") from None
+    ratios = _fit.derive_ratios(fits["weak"], fits["strong"], w)
+    warnings = []
+    for role in ("weak", "strong"):
+        rr = [r for r in rows if r["role"] == role]
+        short = sum(1 for r in rr if r["completion_tokens"] < r["requested_tokens"])
+        if short:
+            warnings.append(f"{role}: {short} of {len(rr)} calls stopped before max_tokens "
+                            "(the server ignores ignore_eos/min_tokens); fitted on the tokens it produced")
+        prompt = sum(r["prompt_tokens"] for r in rr)
+        cached = sum(r["cached_tokens"] or 0 for r in rr)
+        if prompt and cached / prompt > 0.01 and not allow_cache:
+            warnings.append(f"{role}: {cached / prompt:.0%} of prompt tokens came from the prefix cache "
+                            "despite fresh random prefixes")
+    cross = {}
+    for role, st in (server or {}).items():
+        if st is None or st.flavor is None:
+            continue
+        f = fits[role]
+        c = {"flavor": st.flavor, "metric_names": len(st.names_seen)}
+        for k, mine in (("prefill_s_per_token", f.prefill_s_per_token), ("decode_s_per_token", f.decode_s_per_token)):
+            theirs = getattr(st, k)
+            if theirs is not None and math.isfinite(theirs):
+                c[k] = theirs
+                c[f"{k}_rel_diff"] = (mine - theirs) / theirs if theirs else math.nan
+        if st.cache_hit_rate is not None:
+            c["prefix_cache_hit_rate"] = st.cache_hit_rate
+            if st.cache_hit_rate > 0.01 and not allow_cache:
+                warnings.append(f"{role}: server reports prefix-cache hit rate {st.cache_hit_rate:.1%}")
+        if st.ttft_mean_s is not None:
+            c["ttft_mean_s"] = st.ttft_mean_s
+        cross[role] = c
+    return {
+        "workload": w.as_dict(),
+        "fits": fits,
+        "ratios": ratios,
+        "direct": _fit.direct_ratios(rows, w),
+        "server": cross,
+        "forced_decode": forced,
+        "models": {"weak": weak.model, "strong": strong.model},
+        "urls": {"weak": public_url(weak.url), "strong": public_url(strong.url)},
+        "api_key_env": {"weak": weak.api_key_env, "strong": strong.api_key_env},
+        "n_probes": len(rows),
+        "warnings": warnings,
+    }
+
+
+# --- TOML -----------------------------------------------------------------------------------
+
+
+def _tv(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_tv(x) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def _table(name: str, d: dict) -> list[str]:
+    lines = [f"[{name}]"]
+    for k, v in d.items():
+        if v is None or isinstance(v, dict):
+            continue
+        lines.append(f"{k} = {_tv(v)}")
+    return lines + [""]
+
+
+def to_toml(res: dict, source: str) -> str:
+    fits, rat, w = res["fits"], res["ratios"], res["workload"]
+    out = ["# Written by `costsim calibrate`. [ratios] are in time (what the wall-time ratio L needs);",
+           "# [ratios_passes] are the paper's pass counting. API keys are never written here.", ""]
+    out += _table("calibration", {
+        "source": source, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "currency": "time", "weak_url": res["urls"]["weak"], "strong_url": res["urls"]["strong"],
+        "weak_model": res["models"]["weak"], "strong_model": res["models"]["strong"],
+        "weak_api_key_env": res["api_key_env"]["weak"], "strong_api_key_env": res["api_key_env"]["strong"],
+        "probes": res["n_probes"],
+    })
+    out += _table("ratios", rat["time"])
+    out += _table("ratios_ci95", {k: list(v) for k, v in rat["time_ci95"].items()})
+    out += _table("ratios_passes", rat["passes"])
+    out += _table("workload", w)
+    out += _table("seconds", {**rat["seconds"], "verify_prefill_pass_equivalents": rat["verify_prefill_pass_equivalents"]})
+    out += _table("direct", res["direct"])
+    for role in ("weak", "strong"):
+        f = fits[role]
+        out += _table(role, {**f.as_dict(), "forced_decode": res["forced_decode"].get(role)})
+        out += _table(f"{role}.ci95", {k: list(v) for k, v in f.ci95.items()})
+        if role in res["server"]:
+            out += _table(f"{role}.server", res["server"][role])
+    if res["warnings"]:
+        out += ["# warnings:"] + [f"#   {x}" for x in res["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def fits_from_calibration(raw: dict):
+    """Rebuild the two endpoint fits (point values only) from a calibration file's tables."""
+    import numpy as np
+
+    out = {}
+    for role in ("weak", "strong"):
+        t = raw.get(role)
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), (int, float)) for k in _fit.PARAMS):
+            return None
+        out[role] = _fit.EndpointFit(*(float(t[k]) for k in _fit.PARAMS), ci95={}, cov=np.zeros((3, 3)), dof=0,
+                                     n_shapes=int(t.get("n_shapes", 0)), n_probes=int(t.get("n_probes", 0)),
+                                     r2=float(t.get("r2", math.nan)), max_rel_residual=float(t.get("max_rel_residual", math.nan)))
+    return out

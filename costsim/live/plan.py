@@ -1,0 +1,108 @@
+"""Measurement plans: which calls calibration makes against each endpoint, in which order.
+
+A plan is a list of :class:`Probe` — one completion call each: a prompt of ``prompt_tokens``
+fresh random tokens and ``max_tokens`` forced output tokens. It has four kinds of probe:
+
+- ``prefill``: a sweep of prompt lengths with one output token (time ∝ prefill);
+- ``decode``: a short prompt and a sweep of output lengths (time ∝ decode iterations);
+- ``verdict``: verification-shaped, the chunk as prompt and a verdict as output;
+- ``step``: agent-step-shaped, an observation as prompt and a step as output.
+
+Each shape is repeated (the fit works from per-shape medians) and the whole plan is shuffled
+with a fixed seed, weak and strong interleaved, so that slow drift of the machine falls on
+every shape and both endpoints alike. Probe ids are stable for a given workload and options,
+which is what lets ``--resume`` skip the probes a previous run completed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+ROLES = ("weak", "strong")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The user's typical shapes, in tokens: what kappa, v/d and rho are evaluated at."""
+
+    step_tokens: int = 340        # d: tokens of one agent step
+    obs_tokens: int = 175         # o: tokens of one tool observation
+    verdict_tokens: int = 24      # tokens of a verdict (j, short reason)
+    K: int = 6                    # steps in a reviewed chunk
+    chunk_tokens: int | None = None   # verification prefill; default K * (d + o)
+    repair_tokens: int | None = None  # fused replacement step; default d
+
+    def __post_init__(self):
+        for k in ("step_tokens", "obs_tokens", "verdict_tokens", "K"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"--{k.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        for k in ("chunk_tokens", "repair_tokens"):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, int) or v < (1 if k == "chunk_tokens" else 0)):
+                raise ValueError(f"--{k.replace('_', '-')} must be an integer >= 1, got {v!r}")
+
+    @property
+    def chunk(self) -> int:
+        return self.chunk_tokens if self.chunk_tokens is not None else self.K * (self.step_tokens + self.obs_tokens)
+
+    @property
+    def repair(self) -> int:
+        return self.repair_tokens if self.repair_tokens is not None else self.step_tokens
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["chunk_tokens"], d["repair_tokens"] = self.chunk, self.repair
+        return d
+
+
+#: Small shapes for the generated local models on a 2-core CPU (a strong prefill there costs
+#: ~10 ms per token): a step of 32 tokens after a 16-token observation, chunks of 6.
+LOCAL_WORKLOAD = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    role: str            # "weak" | "strong"
+    kind: str            # "prefill" | "decode" | "verdict" | "step"
+    prompt_tokens: int
+    max_tokens: int
+
+
+def _levels(lo: int, hi: int, n: int, must=()) -> list[int]:
+    """About ``n`` integers spread geometrically over [lo, hi], plus the ``must`` values."""
+    lo, hi = max(1, int(lo)), max(1, int(hi))
+    if hi < lo:
+        lo, hi = hi, lo
+    vals = {lo, hi, *(int(m) for m in must if m and m >= 1)}
+    if n > 2 and hi > lo:
+        r = (hi / lo) ** (1.0 / (n - 1))
+        vals.update(int(round(lo * r**i)) for i in range(1, n - 1))
+    return sorted(vals)
+
+
+def make_plan(w: Workload, repeats: int = 3, seed: int = 0, max_prompt_tokens: int | None = None,
+              max_output_tokens: int | None = None, levels: int = 5) -> list[Probe]:
+    """The calibration plan for workload ``w`` on both endpoints, shuffled with ``seed``."""
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    chunk = w.chunk
+    pmax = max_prompt_tokens or chunk
+    omax = max_output_tokens or max(2 * w.step_tokens, w.verdict_tokens + w.repair)
+    short = max(1, min(w.obs_tokens, 16))
+    shapes = []
+    for P in _levels(16 if pmax >= 16 else 1, pmax, levels, must=(w.obs_tokens, min(chunk, pmax))):
+        shapes.append(("prefill", P, 1))
+    for N in _levels(min(4, omax), omax, levels, must=(w.verdict_tokens, w.step_tokens)):
+        shapes.append(("decode", short, N))
+    shapes.append(("verdict", min(chunk, pmax), w.verdict_tokens))
+    shapes.append(("step", w.obs_tokens, w.step_tokens))
+    probes = []
+    for role in ROLES:
+        for kind, P, N in dict.fromkeys(shapes):
+            for r in range(repeats):
+                probes.append(Probe(f"{role}/{kind}/{P}x{N}/{r}", role, kind, P, N))
+    random.Random(seed).shuffle(probes)
+    return probes
