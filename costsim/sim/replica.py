@@ -12,10 +12,14 @@ end of the iteration in flight. The replica is driven by event callbacks, not a 
 uncontended call costs two SimPy events (the epoch's end and the caller's wake-up).
 
 Costs are attributed to requests exactly for FLOPs and KV bytes, and by token share for
-weight bytes and busy time.
+weight bytes and busy time. Running requests are settled when they finish (a heap keyed by
+the iteration they finish in, and running sums), so an epoch costs O(1) whatever the batch.
 """
 
 from __future__ import annotations
+
+import heapq
+import itertools
 
 from ..profiles import Deployment
 from ..roofline import coefficients
@@ -26,7 +30,7 @@ class Request:
     ``decode_tokens``. ``done`` fires when the last token is out. Cost fields accumulate."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
-                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join")
 
     def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
@@ -34,16 +38,18 @@ class Request:
         self.done = env.event()
         self.submitted, self.finished = env.now, None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
+        self._join = None  # (iteration, weight share, busy share) when it started decoding
 
 
 class _Epoch:
-    """A planned stretch of work: an optional mixed iteration, then ``m`` decode iterations."""
+    """A planned stretch of work: an optional mixed iteration, then ``m`` decode iterations of
+    ``B`` sequences whose contexts sum to ``ctx_sum`` at the first of them."""
 
-    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "decoders", "ctx_sum", "m", "live", "run")
+    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run")
 
     def __init__(self, start):
         self.start, self.chunks, self.mixed_s, self.mixed_cost = start, [], 0.0, None
-        self.decoders, self.ctx_sum, self.m, self.live = [], 0, 0, True
+        self.B, self.ctx_sum, self.m, self.live = 0, 0, 0, True
         self.run = (0.0, 0.0, 0.0)  # decode-run totals: seconds, HBM bytes, FLOPs
 
 
@@ -62,14 +68,23 @@ class Replica:
         self.coef = coefficients(deployment)
         self.token_budget, self.max_seqs, self.rtt_s = token_budget, max_seqs, rtt_s
         self.queue: list[Request] = []
-        self.running: list[Request] = []
         self.busy_s = self.hbm_bytes = self.flops = self.batch_time = 0.0
         self.iterations = 0
         self._epoch: _Epoch | None = None
+        # Running requests: a heap of (iteration they finish in, tie-break, request), the sum
+        # of their contexts, and running per-sequence shares of weight bytes and busy time.
+        self._running: list = []
+        self._ctx_sum = 0
+        self._acc_w = self._acc_t = 0.0
+        self._tie = itertools.count()
 
     @property
     def mean_batch(self) -> float:
         return self.batch_time / self.busy_s if self.busy_s else 0.0
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
 
     def submit(self, prefill_tokens: int, context: int, decode_tokens: int) -> Request:
         """Queue a call; wait on ``request.done``."""
@@ -81,67 +96,50 @@ class Replica:
         elif ep.start == self.env.now:  # nothing ran yet: plan again with everyone who came
             ep.live = False
             self._plan()
-        elif ep.m and len(self.running) + len(ep.chunks) < self.max_seqs:
+        elif ep.m and len(self._running) + len(ep.chunks) < self.max_seqs:
             self._cut_short(ep)
         return req
 
     # --- planning -------------------------------------------------------------------------
 
     def _plan(self):
-        running = self.running
-        if not running and not self.queue:
+        B, queue = len(self._running), self.queue
+        if not B and not queue:
             self._epoch = None
             return
-        env, coef = self.env, self.coef
-        ep = _Epoch(env.now)
-        queue = self.queue
-        if not running and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
-            # The uncontended call, the common case: its whole prefill, then all its decodes.
-            r = queue[0]
-            t = r.prefill_left
-            c = coef.cost(t, t * (r.context + t / 2.0), r.context if t else 0)
-            ep.chunks, ep.mixed_cost, ep.mixed_s = [(r, t)], c, float(c.seconds)
-            if r.decode_left > 0:
-                ep.decoders, ep.ctx_sum, ep.m = [r], r.context + t, r.decode_left
-                ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
-            self._epoch = ep
-            self._schedule(ep, ep.mixed_s + ep.run[0])
-            return
-        if queue and len(running) < self.max_seqs:
-            budget = max(self.token_budget - len(running), 1)
-            seats = self.max_seqs - len(running)
-            for req in self.queue:
+        coef = self.coef
+        ep = _Epoch(self.env.now)
+        ctx_run = self._ctx_sum
+        if queue and B < self.max_seqs:
+            budget, seats = max(self.token_budget - B, 1), self.max_seqs - B
+            T = pairs = kv_read = 0
+            for req in queue:
                 if budget <= 0 or seats <= 0:
                     break
                 t = min(req.prefill_left, budget)
                 ep.chunks.append((req, t))
+                T += t
+                pairs += t * (req.context + t / 2.0)
+                kv_read += req.context if t else 0
                 budget -= t
                 seats -= 1
-            B = len(running)
-            ctx_run = sum(r.context for r in running)
-            T = sum(t for _, t in ep.chunks)
-            pairs = ctx_run + sum(t * (r.context + t / 2.0) for r, t in ep.chunks)
-            kv_read = ctx_run + sum(r.context for r, t in ep.chunks if t > 0)
-            c = coef.cost(B + T, pairs, kv_read)
+            c = coef.cost(B + T, ctx_run + pairs, ctx_run + kv_read)
             ep.mixed_cost, ep.mixed_s = c, float(c.seconds)
-            # After this iteration: who decodes, and is anything left queued?
-            done_prefill = [r for r, t in ep.chunks if t >= r.prefill_left]
-            left_queued = len(self.queue) - len(done_prefill)
-            decoders = [r for r in running if r.decode_left > 1]
-            decoders += [r for r in done_prefill if r.decode_left > 0]
             # Fuse the decode run only if nobody finishes in the mixed iteration (they must be
             # released at its end) and nobody is left queued.
-            if left_queued == 0 and decoders and len(decoders) == len(running) + len(done_prefill):
-                ep.decoders = decoders
+            done_prefill = [(r, t) for r, t in ep.chunks if t >= r.prefill_left]
+            if (len(done_prefill) == len(queue) and all(r.decode_left > 0 for r, _ in done_prefill)
+                    and (not B or self._running[0][0] > self.iterations + 1)):
+                ep.B = B + len(done_prefill)
+                ep.ctx_sum = ctx_run + B + sum(r.context + t for r, t in done_prefill)
+                ends = [r.decode_left for r, _ in done_prefill]
+                if B:
+                    ends.append(self._running[0][0] - self.iterations - 1)
+                ep.m = min(ends)
         else:
-            ep.decoders = list(running)
-        if ep.decoders:
-            # Contexts after the mixed iteration, if any: +1 for a decode, +t for a prefill chunk.
-            grow = {id(r): t for r, t in ep.chunks}
-            ep.ctx_sum = sum(r.context + grow.get(id(r), 1 if ep.mixed_cost is not None else 0) for r in ep.decoders)
-            ep.m = min(r.decode_left - (1 if (ep.mixed_cost is not None and id(r) not in grow) else 0)
-                       for r in ep.decoders)
-            ep.run = coef.decode_run(len(ep.decoders), ep.ctx_sum, ep.m)
+            ep.B, ep.ctx_sum, ep.m = B, ctx_run, self._running[0][0] - self.iterations
+        if ep.m:
+            ep.run = coef.decode_run(ep.B, ep.ctx_sum, ep.m)
         self._epoch = ep
         self._schedule(ep, ep.mixed_s + ep.run[0])
 
@@ -155,16 +153,16 @@ class Replica:
         if elapsed < 0:  # still in the mixed iteration: finish it, decode nothing more
             m = 0
         else:
-            k = self.coef.decode_iterations_within(len(ep.decoders), ep.ctx_sum, ep.m, elapsed)
+            k = self.coef.decode_iterations_within(ep.B, ep.ctx_sum, ep.m, elapsed)
             m = min(k + 1, ep.m)
         if m == ep.m:
             return
         ep.live = False
         new = _Epoch(ep.start)
         new.chunks, new.mixed_s, new.mixed_cost = ep.chunks, ep.mixed_s, ep.mixed_cost
-        new.decoders, new.ctx_sum, new.m = ep.decoders, ep.ctx_sum, m
+        new.B, new.ctx_sum, new.m = ep.B, ep.ctx_sum, m
         if m:
-            new.run = self.coef.decode_run(len(new.decoders), new.ctx_sum, m)
+            new.run = self.coef.decode_run(ep.B, ep.ctx_sum, m)
         self._epoch = new
         self._schedule(new, new.mixed_s + new.run[0])
 
@@ -177,7 +175,12 @@ class Replica:
         if ep.mixed_cost is not None:
             self._apply_mixed(ep, finished)
         if ep.m:
-            self._apply_decode(ep, finished)
+            secs, hbm, flops = ep.run
+            self._account(secs, hbm, flops, ep.B, ep.m)
+            self._acc_w += float(self.coef.weight_bytes(ep.B)) / ep.B * ep.m
+            self._acc_t += secs / ep.B
+            self._ctx_sum += ep.B * ep.m
+            self._settle(finished)
         now = self.env.now
         for r in finished:
             r.finished = now
@@ -186,20 +189,16 @@ class Replica:
 
     def _apply_mixed(self, ep, finished):
         coef, c, secs = self.coef, ep.mixed_cost, ep.mixed_s
-        running = self.running
-        tokens = len(running) + sum(t for _, t in ep.chunks)
-        self._account(secs, float(c.hbm_bytes), float(c.flops), len(running), 1)
+        B = len(self._running)
+        tokens = B + sum(t for _, t in ep.chunks)
+        self._account(secs, float(c.hbm_bytes), float(c.flops), B, 1)
         tokens = tokens or 1
         wshare = float(coef.weight_bytes(tokens)) / tokens
+        self._acc_w += wshare
+        self._acc_t += secs / tokens
+        self._ctx_sum += B
+        self._settle(finished)
         kvb, fpt, fpp = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair
-        still = []
-        for r in running:
-            r.hbm_bytes += wshare + kvb * (r.context + 1)
-            r.flops += fpt + fpp * r.context
-            r.busy_s += secs / tokens
-            r.context += 1
-            r.decode_left -= 1
-            (finished if r.decode_left <= 0 else still).append(r)
         for r, t in ep.chunks:
             r.hbm_bytes += wshare * t + kvb * ((r.context if t else 0) + t)
             r.flops += fpt * t + fpp * t * (r.context + t / 2.0)
@@ -208,25 +207,34 @@ class Replica:
             r.prefill_left -= t
             if r.prefill_left <= 0:
                 self.queue.remove(r)
-                (still if r.decode_left > 0 else finished).append(r)
-        self.running = still
+                if r.decode_left > 0:
+                    self._join(r)
+                else:
+                    finished.append(r)
 
-    def _apply_decode(self, ep, finished):
-        coef, m, B = self.coef, ep.m, len(ep.decoders)
-        secs, hbm, flops = ep.run
-        self._account(secs, hbm, flops, B, m)
-        wshare = float(coef.weight_bytes(B)) / B * m
+    def _join(self, r):
+        """``r`` starts decoding with the next iteration."""
+        r._join = (self.iterations, self._acc_w, self._acc_t)
+        heapq.heappush(self._running, (self.iterations + r.decode_left, next(self._tie), r))
+        self._ctx_sum += r.context
+
+    def _settle(self, finished):
+        """Release the requests whose last token came out in the iteration just counted; charge
+        each its decode iterations: its own KV bytes and FLOPs (its context grew by one per
+        iteration from c0), and its share of weights and busy time from the running sums."""
+        coef, now_it = self.coef, self.iterations
         kvb, fpt, fpp = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair
-        tri = m * (m - 1) / 2.0
-        still = []
-        for r in self.running:
-            r.hbm_bytes += wshare + kvb * (r.context * m + tri + m)
-            r.flops += fpt * m + fpp * (r.context * m + tri)
-            r.busy_s += secs / B
-            r.context += m
-            r.decode_left -= m
-            (finished if r.decode_left <= 0 else still).append(r)
-        self.running = still
+        while self._running and self._running[0][0] <= now_it:
+            _, _, r = heapq.heappop(self._running)
+            it0, w0, t0 = r._join
+            D, c0 = now_it - it0, r.context
+            r.hbm_bytes += self._acc_w - w0 + kvb * (D * c0 + D * (D + 1) / 2.0)
+            r.flops += fpt * D + fpp * (D * c0 + D * (D - 1) / 2.0)
+            r.busy_s += self._acc_t - t0
+            r.context = c0 + D
+            r.decode_left = 0
+            self._ctx_sum -= r.context
+            finished.append(r)
 
     def _account(self, secs, hbm, flops, batch, iterations):
         self.busy_s += secs
