@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def wall(cmd):
@@ -24,11 +25,12 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     n = ap.parse_args().repeat
     py = sys.executable
+    costsim = str(Path(py).with_name("costsim"))  # the console script users run
     cmds = {
         "python -c pass": [py, "-c", "pass"],
         "python -c 'import numpy'": [py, "-c", "import numpy"],
-        "costsim predict --p-accept 0.8 --K 6": [py, "-m", "costsim.cli.main", "predict", "--p-accept", "0.8", "--K", "6"],
-        "costsim --help": [py, "-m", "costsim.cli.main", "--help"],
+        "costsim predict --p-accept 0.8 --K 6": [costsim, "predict", "--p-accept", "0.8", "--K", "6"],
+        "costsim --help": [costsim, "--help"],
     }
     times = {k: [] for k in cmds}
     for _ in range(n):  # interleaved, so drift hits all alike

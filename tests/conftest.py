@@ -39,3 +39,15 @@ def toy_moe():
     return ModelSpec(name="toy-moe", display_name="Toy MoE", num_layers=10, hidden_size=1024,
                      num_attention_heads=8, num_kv_heads=2, head_dim=128, total_params_b=20.0,
                      active_params_b=3.0, source="test", num_experts=64, experts_per_token=4)
+
+
+def costsim_argv() -> list[str]:
+    """How a user runs the command: the installed ``costsim`` console script beside this
+    interpreter (``python -m`` from the checkout would import the source tree instead of the
+    installed package, which has the CLI mapped into ``costsim.cli``)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("costsim")
+    return [str(script)] if script.exists() else [shutil.which("costsim") or "costsim"]

@@ -2,17 +2,17 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from costsim import formulas
 from costsim.cli.main import main
+from conftest import costsim_argv
 
 
 def run(*args):
     """Run ``costsim ARGS`` in a subprocess, as a user would."""
-    p = subprocess.run([sys.executable, "-m", "costsim.cli.main", *args], capture_output=True, text=True)
+    p = subprocess.run([*costsim_argv(), *args], capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
 
 
