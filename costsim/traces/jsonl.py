@@ -249,15 +249,19 @@ def parse_jsonl(text: str, name: str, strict: bool = False) -> ReadResult:
     return ReadResult(tasks=tasks, header=header, warnings=warnings, name=name)
 
 
-def read_jsonl(path, strict: bool = False) -> ReadResult:
-    """Read and validate a trajectory file; see :func:`parse_jsonl`."""
+def read_text(path) -> str:
+    """A file's UTF-8 text, or a one-line :class:`TraceError` naming the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise TraceError(f"{path}: cannot read: {e.strerror}") from None
-    return parse_jsonl(text, str(path), strict=strict)
+
+
+def read_jsonl(path, strict: bool = False) -> ReadResult:
+    """Read and validate a trajectory file; see :func:`parse_jsonl`."""
+    return parse_jsonl(read_text(path), str(path), strict=strict)

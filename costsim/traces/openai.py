@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import _check as c
 from .convert import Msg, steps_from_messages
-from .jsonl import TraceError
+from .jsonl import TraceError, read_text
 from .schema import Task
 from .tau2 import ImportResult, _message
 from .tools import ToolKinds
@@ -114,14 +114,7 @@ def import_openai(path, *, tool_kinds: dict[str, str] | None = None, strict: boo
     file, line and field (fatal with ``strict``); it never changes the other tasks."""
     path = Path(path)
     name = name or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+    text = read_text(path)
     return import_openai_text(text, name, tool_kinds=tool_kinds, strict=strict)
 
 

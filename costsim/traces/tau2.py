@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import _check as c
 from .convert import Call, Msg, arguments_text, estimate_tokens, steps_from_messages
-from .jsonl import TraceError
+from .jsonl import TraceError, read_text
 from .schema import STEP_KINDS, Task
 from .tools import TAU2_TOOL_KINDS, ToolKinds
 
@@ -64,14 +64,7 @@ def _load_json(source, name: str | None):
     if isinstance(source, (str, Path)):
         path = Path(source)
         name = name or str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise TraceError(f"{path}: no such file") from None
-        except UnicodeDecodeError as e:
-            raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
-        except OSError as e:
-            raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+        text = read_text(path)
         try:
             return json.loads(text), name
         except json.JSONDecodeError as e:
