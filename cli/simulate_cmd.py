@@ -13,7 +13,10 @@ from ._common import UserError, atomic_write, dumps
 P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
 K_ = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")
 PDIST = typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")
-PROTOS = typer.Option(None, "--protocols", help="Comma-separated protocols [strong-only,weak-only,specagent].")
+PROTOS = typer.Option(None, "--protocols", help=(
+    "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
+    "specagent-review-all, specagent-separate-repair, agentcollab, speculative-actions, self-spec, "
+    "specagent-self-spec, edge-cloud (adds its baseline cloud-strong-only). See docs/protocols.md."))
 SESSIONS = typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")
 RATE = typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")
 SEED = typer.Option(0, "--seed", help="Seed of every random stream.")
@@ -31,6 +34,18 @@ RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model pe
 OUT = typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+# The protocols beyond the paper's (docs/protocols.md).
+FA = typer.Option(0.0, "--false-accept", help="SpecAgent verifier: P(accept a bad step) [0].")
+FR = typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")
+ESC = typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [1 - p_u, or recorded verdicts].")
+SPAN = typer.Option(2, "--escalation-span", help="AgentCollab: strong steps of the first escalation, doubling after [2].")
+SPEC = typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(weak guess = strong step) [0.5].")
+SELF = typer.Option(0.66, "--self-spec-hit", help="Tool-call self-speculation Hit@1 on read-only calls [0.66].")
+API = typer.Option(None, "--api", help="Edge-cloud: API profile of the strong model [qwen3.5-397b-a17b].")
+TTFT = typer.Option(None, "--api-ttft", help="Edge-cloud: API time to first token, s [profile's, else 1.0 (assumption)].")
+TPS = typer.Option(None, "--api-tps", help="Edge-cloud: API output tokens/s [profile's, else 50 (assumption)].")
+EDGE = typer.Option(None, "--edge-device", help="Edge-cloud: local device of the weak model [rtx-5090].")
+OPTION = typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable (docs/protocols.md).")
 
 
 def simulate(
@@ -41,6 +56,10 @@ def simulate(
     strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+    false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
+    escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
+    api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
+    option: Optional[List[str]] = OPTION,
 ):
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
     if tasks < 1:
@@ -60,6 +79,10 @@ def replay(
     strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+    false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
+    escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
+    api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
+    option: Optional[List[str]] = OPTION,
 ):
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
     from costsim.traces import load
@@ -92,11 +115,18 @@ def _run(tasks, o: dict, inputs: tuple):
         s, w = deployments(strong=o["strong"], weak=o["weak"], strong_device=o["strong_device"],
                            weak_device=o["weak_device"], strong_gpus=o["strong_gpus"])
         names = tuple(x.strip() for x in o["protocols"].split(",") if x.strip()) if o["protocols"] else None
+        if names and any(n in API_BILLED for n in names) and "cloud-strong-only" not in names:
+            names += ("cloud-strong-only",)  # the baseline of the API cost and wall-time ratios
         kw = {"protocols": names} if names else {}
         sc = Scenario(strong=s, weak=w, p=o["p_accept"], K=o["K"], p_dist=o["p_dist"], sessions=o["sessions"],
                       arrival_rate=o["arrival_rate"], seed=o["seed"], strong_replicas=o["strong_replicas"],
                       weak_replicas=o["weak_replicas"], rho=o["rho"], verdict_tokens=o["verdict_tokens"],
-                      tool_latency=Latency.parse(o["tool_latency"]), network_rtt_s=o["network_rtt"], **kw)
+                      tool_latency=Latency.parse(o["tool_latency"]), network_rtt_s=o["network_rtt"],
+                      false_accept=o["false_accept"], false_reject=o["false_reject"], escalate_p=o["escalate_p"],
+                      escalation_span=o["escalation_span"], spec_hit_rate=o["spec_hit"],
+                      self_spec_hit_rate=o["self_spec_hit"], api=o["api"], api_ttft_s=o["api_ttft"],
+                      api_output_tps=o["api_tps"], edge_device=o["edge_device"],
+                      options=parse_options(o["option"]), **kw)
         with _progress(len(tasks) * len(sc.protocols), o["quiet"]) as advance:
             rows, result = report(tasks, sc, advance)
     except ValueError as e:
@@ -104,6 +134,28 @@ def _run(tasks, o: dict, inputs: tuple):
     if o["out"]:
         _write_table(rows, o["out"], inputs)
     typer.echo(dumps(result) if o["json_out"] else render(result))
+
+
+API_BILLED = ("edge-cloud",)
+
+
+def parse_options(items) -> tuple:
+    """``NAME=VALUE`` strings to ``((name, value), ...)``; values parsed as TOML scalars
+    (numbers, true/false, quoted or bare strings)."""
+    import tomllib
+
+    out = []
+    for item in items or ():
+        name, eq, raw = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not eq or not name.isidentifier():
+            raise ValueError(f"--option {item!r}: expected NAME=VALUE")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        out.append((name, value))
+    return tuple(out)
 
 
 class _progress:
@@ -172,6 +224,17 @@ def render(result: dict) -> str:
     for label, key, scale in cols:
         cells = (result["protocols"][n].get(key) for n in names)
         lines.append(f"{label:<24}" + "".join(f"{_pm(m, scale) if m else '-':>{w}}" for m in cells))
+    extra = [("API $/task", "api_cost_usd", 1), ("remote out tok/task", "remote_output_tokens", 1),
+             ("API cost ratio", "api_cost_ratio", 1), ("remote out tok ratio", "remote_output_tokens_ratio", 1),
+             ("wall ratio vs API", "wall_ratio_api", 1), ("escalations/task", "escalations_per_task", 1),
+             ("wasted steps/task", "wasted_steps_per_task", 1), ("spec hits/task", "spec_hits_per_task", 1),
+             ("wasted spec strong", "spec_wasted_strong_calls", 1), ("tool s saved/task", "tool_s_saved", 1),
+             ("false accepts/task", "false_accepts_per_task", 1), ("false rejects/task", "false_rejects_per_task", 1),
+             ("wrong writes/1000", "wrong_writes_per_1000_tasks", 1)]
+    for label, key, scale in extra:  # only where some protocol has them
+        cells = [result["protocols"][n].get(key) for n in names]
+        if any(m and m["mean"] for m in cells):
+            lines.append(f"{label:<24}" + "".join(f"{_pm(m, scale) if m else '-':>{w}}" for m in cells))
     lines += ["", f"closed form: R = {cf['R']:.3f}, L = {cf['L']:.3f} (roofline bytes/time); pass counting "
               f"R = {cf['R_passes']:.3f}, L = {cf['L_passes']:.3f} (v/d {cf['v_over_d_passes']:.3f}, rho {cf['rho']:g}, "
               f"kappa {cf['kappa']:.3f})", f"  assumptions: {cf['assumption']}"]

@@ -6,28 +6,61 @@ model calls and tool calls happen, in which order; the replicas decide what they
 
 from __future__ import annotations
 
+import inspect
 from functools import partial
 
-from . import specagent, strong_only, weak_only
+from . import agentcollab, edge_cloud, self_spec, specagent, speculative_actions, strong_only, weak_only
+from .verifier import with_verifier_errors
+
+_specagent = with_verifier_errors(specagent.run)
 
 #: name -> (process function, fixed options). SpecAgent ablations are ``specagent-<variant>``.
 PROTOCOLS = {
     "strong-only": (strong_only.run, {}),
     "weak-only": (weak_only.run, {}),
-    "specagent": (specagent.run, {}),
-    "specagent-hold-responses": (specagent.run, {"hold": "writes+responses"}),
-    "specagent-review-all": (specagent.run, {"review": "all"}),
-    "specagent-separate-repair": (specagent.run, {"repair": "separate"}),
+    "specagent": (_specagent, {}),
+    "specagent-hold-responses": (_specagent, {"hold": "writes+responses"}),
+    "specagent-review-all": (_specagent, {"review": "all"}),
+    "specagent-separate-repair": (_specagent, {"repair": "separate"}),
+    "agentcollab": (agentcollab.run, {}),
+    "speculative-actions": (speculative_actions.run, {}),
+    "self-spec": (self_spec.run, {}),
+    "specagent-self-spec": (with_verifier_errors(self_spec.run_specagent), {}),
+    "edge-cloud": (with_verifier_errors(edge_cloud.run), {}),
+    "cloud-strong-only": (edge_cloud.run_strong_only, {}),
 }
 DEFAULT = ("strong-only", "weak-only", "specagent")
+#: Protocols that run on other replicas than the scenario's strong/weak deployments:
+#: name -> ``factory(env, scenario) -> (strong replicas, weak replicas)``.
+REPLICAS = {"edge-cloud": edge_cloud.replicas, "cloud-strong-only": edge_cloud.replicas}
+#: The baseline of ratios for protocols billed by an API (API cost, remote tokens, wall time).
+API_BASELINE = "cloud-strong-only"
+
+
+def option_names(fn) -> set[str]:
+    """The options a process function takes (through verifier and speculation wrappers)."""
+    names: set[str] = set()
+    while fn is not None:
+        params = inspect.signature(fn).parameters.values()
+        names |= {p.name for p in params if p.kind is p.KEYWORD_ONLY or
+                  (p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("tr", "task"))}
+        fn = getattr(fn, "__wrapped_run__", None) if any(p.kind is p.VAR_KEYWORD for p in params) else None
+    return names
 
 
 def get(name: str, **options):
-    """The process function of protocol ``name`` with ``options`` applied where it takes them."""
+    """The process function of protocol ``name`` with those ``options`` applied that it takes
+    (others are ignored: a scenario passes every protocol the same options)."""
     try:
         fn, fixed = PROTOCOLS[name]
     except KeyError:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}") from None
-    if fn is specagent.run:
-        return partial(fn, **{**options, **fixed})
-    return fn
+    takes = option_names(fn)
+    kw = {k: v for k, v in options.items() if k in takes}
+    kw.update(fixed)
+    return partial(fn, **kw) if kw else fn
+
+
+def replicas(name: str):
+    """The replica factory of protocol ``name``, or None for the scenario's own deployments."""
+    return REPLICAS.get(name)

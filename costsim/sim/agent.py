@@ -11,6 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+#: Per-task counters of the protocols beyond the paper's (zero where a protocol has no such
+#: event): remote API use, escalations, speculation, verifier errors. See docs/protocols.md.
+EXTRA_COUNTERS = (
+    "api_cost_usd", "remote_calls", "remote_input_tokens", "remote_cached_tokens", "remote_output_tokens",
+    "escalations", "wasted_steps", "reflection_calls",
+    "spec_calls", "spec_hits", "spec_wasted_tools", "spec_wasted_strong_calls", "tool_s_saved",
+    "false_accepts", "false_rejects", "irreversible_errors",
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class TaskRun:
         self.tool_latency, self.user_latency = tool_latency, user_latency
         self.row = {f"{who}_{c}": 0.0 for who in ("strong", "weak") for c in COUNTERS}
         self.row.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
+        self.row.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
         self.start = env.now
 
     def call(self, who: str, prefill: int, context: int, decode: int):

@@ -33,6 +33,33 @@ PER_TASK = {
     "rejections_per_task": "rejections",
     "committed_steps": "committed_steps",
 }
+#: Per-task columns of the protocols beyond the paper's (docs/protocols.md); reported where the
+#: rows have them. ``wrong_writes_per_1000_tasks`` is 1000 x the mean of ``irreversible_errors``.
+PER_TASK_EXTRA = {
+    "api_cost_usd": "api_cost_usd",
+    "remote_calls_per_task": "remote_calls",
+    "remote_input_tokens": "remote_input_tokens",
+    "remote_cached_tokens": "remote_cached_tokens",
+    "remote_output_tokens": "remote_output_tokens",
+    "escalations_per_task": "escalations",
+    "wasted_steps_per_task": "wasted_steps",
+    "reflection_calls_per_task": "reflection_calls",
+    "spec_calls_per_task": "spec_calls",
+    "spec_hits_per_task": "spec_hits",
+    "spec_wasted_strong_calls": "spec_wasted_strong_calls",
+    "tool_s": "tool_s",
+    "tool_s_saved": "tool_s_saved",
+    "false_accepts_per_task": "false_accepts",
+    "false_rejects_per_task": "false_rejects",
+}
+#: Ratios of API-billed protocols to the API baseline (``protocols.API_BASELINE``), paired.
+API_RATIOS = {
+    "api_cost_ratio": "api_cost_usd",
+    "remote_output_tokens_ratio": "remote_output_tokens",
+    "remote_input_tokens_ratio": "remote_input_tokens",
+    "remote_calls_ratio": "remote_calls",
+    "wall_ratio_api": "wall_s",
+}
 #: Ratio name -> column, each SpecAgent-like protocol against the baseline.
 RATIOS = {
     "R": "strong_hbm_bytes",            # the paper's R: strong weight traffic
@@ -67,14 +94,18 @@ def ratio_ci(x, y) -> dict:
     return {"mean": r, "ci95": [r - Z95 * se, r + Z95 * se]}
 
 
-def summarize(rows, baseline: str = "strong-only") -> dict:
-    """``{protocol: {metric: {"mean": x, "ci95": [lo, hi]}}}`` from simulated rows."""
+def summarize(rows, baseline: str = "strong-only", api_baseline: str = "cloud-strong-only") -> dict:
+    """``{protocol: {metric: {"mean": x, "ci95": [lo, hi]}}}`` from simulated rows.
+
+    Protocols billed by an API also get :data:`API_RATIOS` against ``api_baseline`` when the
+    rows have it (Strong-only over the same API)."""
     by = {}
     for r in rows:
         by.setdefault(r["protocol"], []).append(r)
     for rs in by.values():
         rs.sort(key=lambda r: r["task_index"])
     base = by.get(baseline)
+    api_base = by.get(api_baseline)
     out = {}
     for name, rs in by.items():
         col = {k: np.array([r[k] for r in rs], float) for k in rs[0] if isinstance(rs[0][k], (int, float))}
@@ -85,6 +116,16 @@ def summarize(rows, baseline: str = "strong-only") -> dict:
         if base is not None and [r["task_index"] for r in base] == [r["task_index"] for r in rs]:
             bcol = {c: np.array([r[c] for r in base], float) for c in RATIOS.values()}
             for metric, c in RATIOS.items():
+                m[metric] = ratio_ci(col[c], bcol[c])
+        for metric, c in PER_TASK_EXTRA.items():
+            if c in col:
+                m[metric] = mean_ci(col[c])
+        if "irreversible_errors" in col:
+            m["wrong_writes_per_1000_tasks"] = mean_ci(1000.0 * col["irreversible_errors"])
+        if (api_base is not None and col.get("remote_calls") is not None and col["remote_calls"].sum() > 0
+                and [r["task_index"] for r in api_base] == [r["task_index"] for r in rs]):
+            bcol = {c: np.array([r[c] for r in api_base], float) for c in API_RATIOS.values()}
+            for metric, c in API_RATIOS.items():
                 m[metric] = ratio_ci(col[c], bcol[c])
         m["strong_mean_batch"] = {"mean": float(rs[0]["strong_mean_batch"]), "ci95": [None, None]}
         m["strong_utilisation"] = {"mean": float(rs[0]["strong_utilisation"]), "ci95": [None, None]}

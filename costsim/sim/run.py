@@ -42,6 +42,32 @@ class Scenario:
     user_latency: Latency = field(default_factory=Latency)
     network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
     seed: int = 0
+    # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
+    false_accept: float = 0.0     # verifier errors of SpecAgent's reviews
+    false_reject: float = 0.0
+    escalate_p: float | None = None       # AgentCollab no-progress rate (None: 1 - p_u, recorded verdicts)
+    escalation_span: int = 2              # AgentCollab: strong steps of the first escalation
+    spec_hit_rate: float = 0.5            # Speculative Actions: weak guess = strong step
+    self_spec_hit_rate: float = 0.66      # tool-call self-speculation Hit@1
+    api: str | None = None                # edge-cloud: API profile (None: qwen3.5-397b-a17b)
+    api_ttft_s: float | None = None       # edge-cloud: None: the profile's, else 1.0 s
+    api_output_tps: float | None = None   # edge-cloud: None: the profile's, else 50 tokens/s
+    edge_device: str | None = None        # edge-cloud: the weak model's local device (None: rtx-5090)
+    options: tuple = ()                   # further protocol options: ((name, value), ...)
+
+
+#: Scenario fields passed to every protocol as options (each takes those it knows).
+PROTOCOL_OPTIONS = ("K", "rho", "verdict_tokens", "false_accept", "false_reject", "escalate_p",
+                    "escalation_span", "spec_hit_rate", "self_spec_hit_rate")
+
+
+def protocol_options(sc: Scenario) -> dict:
+    """The options of the scenario's protocols: the fields above, then ``sc.options``."""
+    opts = {k: getattr(sc, k) for k in PROTOCOL_OPTIONS}
+    if sc.escalate_p is None:
+        del opts["escalate_p"]
+    opts.update(dict(sc.options))
+    return opts
 
 
 def validate(sc: Scenario) -> None:
@@ -59,6 +85,22 @@ def validate(sc: Scenario) -> None:
     for name in sc.protocols:
         protocols.get(name)
     parse_p_dist(sc.p_dist, sc.p)
+    rates = dict(false_accept=sc.false_accept, false_reject=sc.false_reject, spec_hit_rate=sc.spec_hit_rate,
+                 self_spec_hit_rate=sc.self_spec_hit_rate)
+    if sc.escalate_p is not None:
+        rates["escalate_p"] = sc.escalate_p
+    for k, v in rates.items():
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"--{k.replace('_', '-')} must be in [0, 1], got {v}")
+    if sc.escalation_span < 1:
+        raise ValueError(f"--escalation-span must be >= 1, got {sc.escalation_span}")
+    for k, v in (("api-ttft", sc.api_ttft_s), ("api-tps", sc.api_output_tps)):
+        if v is not None and not (v >= 0 if k == "api-ttft" else v > 0):
+            raise ValueError(f"--{k} must be {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
+    known = set().union(*(protocols.option_names(protocols.PROTOCOLS[n][0]) for n in sc.protocols))
+    for k, _ in sc.options:
+        if k not in known:
+            raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}")
 
 
 def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
@@ -76,10 +118,14 @@ def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
 
 def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     env = simpy.Environment()
-    strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, sc.network_rtt_s)
-              for i in range(sc.strong_replicas)]
-    weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
-    proc = protocols.get(name, K=sc.K, rho=sc.rho, verdict_tokens=sc.verdict_tokens)
+    make = protocols.replicas(name)
+    if make:
+        strong, weak = make(env, sc)
+    else:
+        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, sc.network_rtt_s)
+                  for i in range(sc.strong_replicas)]
+        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
+    proc = protocols.get(name, **protocol_options(sc))
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
     rows = [None] * len(tasks)
 

@@ -1,0 +1,89 @@
+"""AgentCollab-style escalation: the weak model acts; on "no progress" the strong model takes over.
+
+A model of the self-evaluation-driven collaboration of AgentCollab (2026), as the SpecAgent
+paper runs it as a baseline. Assumptions, each a knob:
+
+- **Acting.** The weak model authors and executes each step; nothing is held or reviewed, so a
+  wrong state-changing call reaches the environment (counted in ``irreversible_errors``).
+- **Self-reflection.** After every step the acting model judges whether the step made
+  progress. The judgement reads the step's tool result, which exists only after execution, so
+  with ``reflection="separate"`` (default) it is a call of its own: prefill what is new plus a
+  reflection prompt of ``reflect_prompt_tokens``, decode ``reflect_tokens``; prompt and verdict
+  are dropped from the history. ``reflection="inline"`` folds the judgement into the next
+  step's call (``reflect_tokens`` more decoded, no extra call). Strong steps reflect too.
+- **No-progress signal.** A weak step makes no progress with probability ``escalate_p``, or —
+  by default (``escalate_p=None``) — when the task's acceptance process rejects it (rate
+  1 - p_u, or a recorded verdict of False). Such a step has been executed but commits nothing:
+  its output and observation stay in the context (``wasted_steps``). Strong steps progress.
+- **Escalation.** The strong model takes over: first ``recovery_steps`` steps to clean up after a
+  wasted message or write (a correction or compensating call, shaped like the wasted step;
+  none after a wasted read), then the span of the k-th escalation in the task,
+  ``escalation_span · escalation_growth^(k-1)`` committed steps (capped by ``max_span``): difficulty-aware cumulative
+  escalation — each failure in the task buys the strong model a longer turn. Then the weak model
+  acts again.
+
+Why AgentCollab can cost *more* strong calls than Strong-only (the paper: 18.5 vs 13.8 on tau²):
+cumulative spans hand most of a hard task to the strong model anyway, every strong step also
+pays a reflection call, and the wasted weak steps add recovery steps and context that both
+models must prefill. The per-task columns ``escalations``, ``wasted_steps`` and
+``reflection_calls`` decompose it.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def run(tr, task, escalate_p: float | None = None, escalation_span: int = 2,
+        escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate", reflect_prompt_tokens: int = 64,
+        reflect_tokens: int = 16, recovery_steps: int = 1):
+    if reflection not in ("separate", "inline"):
+        raise ValueError(f"reflection must be 'separate' or 'inline', got {reflection!r}")
+    steps, N = task.steps, len(task.steps)
+    row = tr.row
+    history = max(steps[0].context_tokens, 0) if steps else 0  # shared history, tokens
+    cached = {"strong": 0, "weak": 0}                         # what each model's cache holds
+    i, escalations, strong_left, todo = 0, 0, 0, []             # todo: strong recovery steps
+
+    def act(who, st, committed):
+        nonlocal history
+        extra = reflect_tokens if reflection == "inline" else 0
+        yield from tr.call(who, history - cached[who], cached[who], st.output_tokens + extra)
+        history += st.output_tokens
+        cached[who] = history
+        yield from tr.execute(st)
+        history += st.observation_tokens
+        if reflection == "separate":
+            yield from tr.call(who, history - cached[who] + reflect_prompt_tokens, cached[who], reflect_tokens)
+            cached[who] = history  # the reflection prompt and verdict leave the history
+            row["reflection_calls"] += 1
+        if committed:
+            row["committed_steps"] += 1
+
+    while i < N:
+        if todo:
+            yield from act("strong", todo.pop(), committed=False)
+            continue
+        st = steps[i]
+        if strong_left > 0:
+            yield from act("strong", st, committed=True)
+            strong_left -= 1
+            i += 1
+            continue
+        if escalate_p is None:
+            stalled = tr.acceptance.accepted((st,)) == 0
+        else:
+            stalled = escalate_p > 0 and tr.rng.random() < escalate_p
+        yield from act("weak", st, committed=not stalled)
+        if not stalled:
+            i += 1
+            continue
+        row["wasted_steps"] += 1
+        if st.kind == "write":
+            row["irreversible_errors"] += 1
+        escalations += 1
+        row["escalations"] += 1
+        turn = escalation_span * escalation_growth ** (escalations - 1)
+        strong_left = int(min(turn, max_span if max_span else math.inf, N))
+        if st.kind != "read":
+            todo = [st] * int(recovery_steps)

@@ -1,0 +1,132 @@
+"""Edge-cloud: the weak model on a local device, the strong model behind a hosted API.
+
+``edge-cloud`` is SpecAgent with the weak drafter on a local GPU (``edge_device``, an RTX 5090 by
+default) and every strong call (review, repair) sent to an API profile from
+``hardware/api/*.toml``; ``cloud-strong-only`` is the baseline it is measured against: Strong-only
+with every step sent to the same API. Assumptions:
+
+- **The API.** A call takes ``ttft_s + prefill / input_tps + decode / output_tps`` seconds, plus
+  the scenario's network round trip (``--network-rtt``) before it. The provider has unlimited
+  capacity (no queueing, no contention between sessions). TTFT and output speed come from the
+  profile where it has them; the shipped profiles have none, so they are scenario parameters
+  (``--api-ttft``, ``--api-tps``; defaults :data:`DEFAULT_TTFT_S`, :data:`DEFAULT_OUTPUT_TPS`,
+  stated assumptions, not measurements). HBM bytes and FLOPs of the remote side are unknown
+  here and count as 0; ``strong_busy_s`` is the remote call time.
+- **Billing** (as :func:`costsim.formulas.api_cost_ratio`). Each call re-sends the conversation.
+  What the provider has already received as input (the previous call's whole prompt) is billed
+  as cached input; everything else — the tokens added since, including the model's own previous
+  output kept in the history — as fresh input; decoded tokens as output. A verdict is not kept
+  in the history and is not re-sent. Prices in USD per million tokens from the profile.
+- **Local weak model.** The scenario's weak model on ``edge_device``, on as many devices as hold
+  it, simulated by the roofline replica like any other.
+
+Why wall time need not drop (the paper's MCP-Atlas finding, 109 s local weak vs 105-151 s hosted
+strong per task): every committed step must first be drafted locally; when a local weak step
+takes about as long as a hosted strong step (kappa ≈ 1) SpecAgent's latency ratio L = R + kappa·n/E
+is near or above 1 even though remote calls, tokens and cost fall. The gain is remote usage.
+"""
+
+from __future__ import annotations
+
+from . import specagent, strong_only
+
+#: Assumed time to first token of a hosted strong model, seconds (the profiles carry none).
+DEFAULT_TTFT_S = 1.0
+#: Assumed output speed of a hosted strong model, tokens/s (the profiles carry none).
+DEFAULT_OUTPUT_TPS = 50.0
+#: The local device of the weak model.
+DEFAULT_EDGE_DEVICE = "rtx-5090"
+#: The hosted strong model.
+DEFAULT_API = "qwen3.5-397b-a17b"
+
+
+class ApiRequest:
+    __slots__ = ("done", "submitted", "finished", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+
+    def __init__(self, env, prefill, decode, seconds):
+        self.done, self.submitted, self.finished = env.event(), env.now, None
+        self.prefill_tokens, self.decode_tokens = prefill, decode
+        self.hbm_bytes = self.flops = 0.0
+        self.busy_s = seconds
+
+
+class ApiServer:
+    """A hosted model: every call answered after a fixed-rate latency, no contention."""
+
+    def __init__(self, env, endpoint, ttft_s: float, output_tps: float, input_tps: float | None = None,
+                 rtt_s: float = 0.0):
+        if not (ttft_s >= 0 and output_tps > 0 and (input_tps is None or input_tps > 0)):
+            raise ValueError("API TTFT must be >= 0 s and token rates > 0 tokens/s")
+        self.env, self.endpoint, self.name = env, endpoint, endpoint.name
+        self.ttft_s, self.output_tps, self.input_tps, self.rtt_s = ttft_s, output_tps, input_tps, rtt_s
+        self.busy_s = self.hbm_bytes = self.flops = self.batch_time = 0.0
+        self.iterations = 0
+        self.mean_batch = 0.0
+
+    def seconds(self, prefill, decode) -> float:
+        return self.ttft_s + (prefill / self.input_tps if self.input_tps else 0.0) + decode / self.output_tps
+
+    def submit(self, prefill_tokens, context, decode_tokens) -> ApiRequest:
+        req = ApiRequest(self.env, prefill_tokens, decode_tokens, self.seconds(prefill_tokens, decode_tokens))
+
+        def finish(_e):
+            req.finished = self.env.now
+            req.done.succeed(req)
+
+        self.env.timeout(req.busy_s).callbacks.append(finish)
+        return req
+
+
+def replicas(env, sc):
+    """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
+    from ..profiles import Deployment, devices_to_hold, load_api, load_device
+    from ..sim.replica import Replica
+
+    ep = load_api(sc.api or DEFAULT_API)
+    ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else DEFAULT_TTFT_S)
+    tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or DEFAULT_OUTPUT_TPS)
+    dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
+    model, dtype = sc.weak.model, sc.weak.weight_dtype
+    local = Deployment(model, dev, devices_to_hold(model, dev, dtype), dtype)
+    strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
+    weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
+    return strong, weak
+
+
+class BilledRun:
+    """A task run whose strong calls are billed at the API's prices into the row."""
+
+    def __init__(self, tr):
+        self._tr, self._sent = tr, 0  # tokens the provider has received as input so far
+
+    def __getattr__(self, name):
+        return getattr(self._tr, name)
+
+    def call(self, who, prefill, context, decode):
+        tr = self._tr
+        if who == "strong":
+            ep = tr.strong.endpoint
+            own = max(context - self._sent, 0)  # history the provider never received as input
+            fresh, cached = prefill + own, context - own
+            row = tr.row
+            row["remote_calls"] += 1
+            row["remote_input_tokens"] += fresh
+            row["remote_cached_tokens"] += cached
+            row["remote_output_tokens"] += decode
+            row["api_cost_usd"] += (fresh * ep.price_input_per_mtok_usd + cached * ep.price_cached_input_per_mtok_usd
+                                    + decode * ep.price_output_per_mtok_usd) / 1e6
+            self._sent = context + prefill
+        return (yield from tr.call(who, prefill, context, decode))
+
+
+def run(tr, task, **options):
+    """SpecAgent: weak drafts locally, strong reviews over the API (options as SpecAgent's)."""
+    yield from specagent.run(BilledRun(tr), task, **options)
+
+
+def run_strong_only(tr, task):
+    """Strong-only over the API: the baseline of the API cost and wall-time ratios."""
+    yield from strong_only.run(BilledRun(tr), task)
+
+
+run.__wrapped_run__ = specagent.run  # protocols.get() passes it SpecAgent's options
