@@ -110,6 +110,18 @@ class Replica:
         coef = self.coef
         ep = _Epoch(self.env.now)
         ctx_run = self._ctx_sum
+        if not B and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
+            # The uncontended call, the common case: its whole prefill, then all its decodes.
+            r = queue[0]
+            t = r.prefill_left
+            c = coef.cost(t, t * (r.context + t / 2.0), r.context if t else 0)
+            ep.chunks, ep.mixed_cost, ep.mixed_s = [(r, t)], c, float(c.seconds)
+            if r.decode_left > 0:
+                ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left
+                ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
+            self._epoch = ep
+            self._schedule(ep, ep.mixed_s + ep.run[0])
+            return
         if queue and B < self.max_seqs:
             budget, seats = max(self.token_budget - B, 1), self.max_seqs - B
             T = pairs = kv_read = 0
