@@ -1,0 +1,81 @@
+"""Every shipped profile loads, validates and names the source of every figure."""
+
+import dataclasses
+
+import pytest
+
+from costsim.profiles import (ApiEndpoint, Device, ModelSpec, ProfileError, devices_to_hold, load_api,
+                              load_device, load_model, names)
+
+
+def numeric_fields(obj):
+    """Numeric figures the profile sets (a field left at its default, e.g. no experts, is not one)."""
+    skip = {"aliases", "sources"}
+    out = []
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if f.name in skip or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if f.default is not dataclasses.MISSING and v == f.default:
+            continue
+        out.append(f.name)
+    return out
+
+
+@pytest.mark.parametrize("kind,loader", [("devices", load_device), ("apis", load_api), ("models", load_model)])
+def test_every_figure_has_a_source(kind, loader):
+    assert names(kind), f"no shipped {kind}"
+    for name in names(kind):
+        prof = loader(name)
+        assert prof.source
+        missing = [f for f in numeric_fields(prof) if f not in prof.sources]
+        assert not missing, f"{name}: no source for {missing}"
+
+
+def test_required_profiles_exist():
+    assert set(names("devices")) >= {"h20", "h100-sxm", "h200", "b200", "a100-80gb", "l40s", "rtx-4090", "rtx-5090"}
+    assert set(names("models")) >= {"qwen3.5-4b", "qwen3.5-397b-a17b", "glm-5", "deepseek-v4-flash",
+                                    "llama-3.1-8b", "llama-3.1-70b", "qwen3-8b", "qwen3-30b-a3b"}
+    assert len(names("apis")) >= 3
+
+
+def test_moe_profiles_are_consistent():
+    for name in names("models"):
+        m = load_model(name)
+        assert 0 < m.active_params_b <= m.total_params_b
+        if m.is_moe:
+            assert m.always_active_params > 0 and m.expert_params > 0
+            # routed + always-active parameters add up to the totals
+            routed_total = m.n_moe_layers * m.num_experts * m.expert_params
+            assert (m.always_active_params + routed_total) / 1e9 == pytest.approx(m.total_params_b)
+
+
+def test_default_strong_deployment_fits_one_h20_node_in_fp8():
+    m, d = load_model("qwen3.5-397b-a17b"), load_device("h20")
+    assert devices_to_hold(m, d, "fp8") == 8   # 397 GB over 8 x 96 GB with 10% left for KV
+    assert devices_to_hold(m, d, "bf16") == 16
+
+
+def test_bad_profiles_fail_with_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = -1\nhbm_bandwidth_gbps = 1\n'
+                   'bf16_dense_tflops = 1\nsource = "t"\n')
+    with pytest.raises(ProfileError, match="memory_gb must be a finite number >= 0"):
+        load_device(str(bad))
+    bad.write_text('name = "x"\n')
+    with pytest.raises(ProfileError, match="missing field"):
+        load_device(str(bad))
+    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = 1\nhbm_bandwidth_gbps = 1\n'
+                   'bf16_dense_tflops = 1\nsource = "t"\nspeed = 3\n')
+    with pytest.raises(ProfileError, match="unknown field"):
+        load_device(str(bad))
+    with pytest.raises(ProfileError, match="unknown device 'h21'; known: a100-80gb"):
+        load_device("h21")
+
+
+def test_types_are_frozen():
+    d = load_device("h20")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.memory_gb = 1
+    assert isinstance(d, Device) and isinstance(load_api(names("apis")[0]), ApiEndpoint)
+    assert isinstance(load_model("qwen3-8b"), ModelSpec)
