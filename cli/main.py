@@ -15,6 +15,7 @@ from . import live_cmd as _live
 from . import profiles_cmd as _profiles
 from . import roofline_cmd as _roofline
 from . import simulate_cmd as _simulate
+from . import sweep_cmd as _sweep
 from . import traces_cmd as _traces
 from ._common import UserError
 
@@ -30,6 +31,7 @@ app.command("predict")(_predict.predict)
 app.command("roofline")(_roofline.roofline)
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
+app.command("sweep")(_sweep.sweep)
 app.add_typer(_profiles.hardware_app, name="hardware")
 app.command("calibrate")(_live.calibrate)
 app.command("validate")(_live.validate)

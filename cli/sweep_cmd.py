@@ -1,0 +1,73 @@
+"""`costsim sweep GRID.toml`: a grid of scenarios on Dask (or serially) into one Parquet table."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from ._common import UserError, dumps
+
+
+def sweep(
+    grid: str = typer.Argument(..., help="Grid file (TOML): [base] settings and [grid] lists; see docs/protocols.md."),
+    out: str = typer.Option("sweep.parquet", "--out", "-o", help="The table (.parquet) [sweep.parquet]."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler tcp://HOST:PORT [a local cluster]."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Workers of the local cluster [one per CPU, at most one per cell]."),
+    serial: bool = typer.Option(False, "--serial", help="Run in this process, without Dask."),
+    fresh: bool = typer.Option(False, "--fresh", help="Recompute every cell (default: resume, skipping finished cells)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+):
+    """Run every cell of a grid (protocols x p_u x K x hardware x batch x seeds) into one tidy table.
+
+    A cell's numbers depend only on its settings and seed: Dask and --serial give the same table.
+    Interrupted sweeps resume: finished cells are kept in OUT.parts/ and skipped next time.
+    """
+    from pathlib import Path
+
+    from costsim import sweep as sw
+    from costsim.profiles import ProfileError
+
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
+    if scheduler and serial:
+        raise UserError("--scheduler and --serial are exclusive")
+    try:
+        cells = sw.load_grid(grid)
+        if fresh:
+            for p in (Path(out), *sw._parts_dir(out).glob("*.parquet")):
+                p.unlink(missing_ok=True)
+        with _Bar(len(cells), quiet) as advance:
+            result = sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=advance)
+    except (ValueError, ProfileError, OSError) as e:
+        raise UserError(str(e)) from None
+    if json_out:
+        typer.echo(dumps(result))
+    else:
+        typer.echo(f"{result['cells']} cells ({result['computed']} computed, {result['skipped']} already done), "
+                   f"{result['rows']} rows -> {result['out']}")
+
+
+class _Bar:
+    """A rich progress bar of cells on a terminal (stderr), nothing otherwise."""
+
+    def __init__(self, total, quiet):
+        self.total, self.show = total, (not quiet) and sys.stderr.isatty()
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("sweep", total=self.total)
+        return lambda k: self.bar.advance(task, k)
+
+    def __exit__(self, *exc):
+        if self.show:
+            self.bar.stop()

@@ -1,0 +1,271 @@
+"""Sweeps: a grid of scenarios, run serially or on Dask, into one tidy table.
+
+A grid file (TOML) has a ``[base]`` table of settings every cell shares and a ``[grid]`` table
+of lists; the cells are the cartesian product of the lists (in the file's order), each merged
+over the base::
+
+    [base]
+    trace = "tau2-airline"           # shipped trace name(s) or JSONL path(s) ...
+    # synthetic_tasks = 200           # ... or synthetic tau²-shaped tasks (task_seed = 0)
+    protocols = ["strong-only", "specagent", "agentcollab"]
+    tool_latency = "0.5"
+    options = { reflection = "inline" }   # further protocol options
+
+    [grid]
+    p = [0.6, 0.8, 0.95]
+    K = [4, 6, 8]
+    strong_device = ["h20", "h100"]
+    sessions = [1, 16]
+    seed = [0, 1, 2]
+
+Keys: every :class:`~costsim.sim.run.Scenario` field that is a number or a name (``p``, ``K``,
+``p_dist``, ``rho``, ``verdict_tokens``, ``sessions``, ``arrival_rate``, replicas, ``seed``, the
+protocol knobs ...), the deployment keys of ``costsim simulate`` (``strong``, ``weak``,
+``strong_device``, ``weak_device``, ``strong_gpus``, ``strong_dtype``, ``weak_dtype``),
+``tool_latency``/``user_latency`` (seconds or ``lognormal:median,sigma``), ``protocols``,
+``options``, and the tasks (``trace`` or ``synthetic_tasks`` with ``task_seed``).
+
+Each cell is a pure function of its settings (:func:`run_cell`): every random stream is seeded
+from the cell's ``seed``, so a cell gives the same numbers wherever it runs — serially, in a
+thread, in another process or on another machine with the same costsim. The table has one row
+per cell and protocol: the cell's settings, ``cell`` (a hash of them), and every metric of
+:func:`costsim.sim.metrics.summarize` as ``<metric>`` (mean) with ``<metric>_lo``/``_hi``
+(95% interval).
+
+Resuming: each finished cell is written to ``<out>.parts/<cell>.parquet`` as soon as it is
+done; a later run of the same grid skips cells found there or in an existing ``<out>`` table,
+and removes the parts once the table is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+import os
+import tomllib
+from pathlib import Path
+
+DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype")
+TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
+LATENCY_KEYS = ("tool_latency", "user_latency")
+
+
+def _scenario_keys() -> set[str]:
+    from dataclasses import fields
+
+    from .sim.run import Scenario
+
+    return {f.name for f in fields(Scenario)} - {"strong", "weak", "tool_latency", "user_latency", "options"}
+
+
+def load_grid(path) -> list[dict]:
+    """The cells of a grid file, in order; ValueError with a one-line message if it is wrong."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    return cells(data, origin=str(path))
+
+
+def cells(data: dict, origin: str = "grid") -> list[dict]:
+    """The cells of a parsed grid (``{"base": {...}, "grid": {...}}``)."""
+    unknown = set(data) - {"base", "grid"}
+    if unknown:
+        raise ValueError(f"{origin}: unknown table(s) {', '.join(sorted(unknown))}; expected [base] and [grid]")
+    base, grid = dict(data.get("base", {})), dict(data.get("grid", {}))
+    allowed = _scenario_keys() | set(DEPLOY_KEYS) | set(TASK_KEYS) | set(LATENCY_KEYS) | {"options"}
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"{origin}: grid.{k} must be a non-empty list")
+    for k in (*base, *grid):
+        if k not in allowed:
+            raise ValueError(f"{origin}: unknown setting {k!r}")
+    if "trace" not in base and "trace" not in grid and "synthetic_tasks" not in base and "synthetic_tasks" not in grid:
+        raise ValueError(f"{origin}: give the tasks: trace = NAME or synthetic_tasks = N in [base]")
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        cell = {**base, **dict(zip(keys, combo))}
+        _scenario(cell)  # validate now, not on a worker
+        out.append(cell)
+    return out
+
+
+def cell_id(cell: dict) -> str:
+    """A stable hash of a cell's settings and the costsim version."""
+    from . import __version__
+
+    blob = json.dumps({"cell": cell, "costsim": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _scenario(cell: dict):
+    from .predict import deployments
+    from .sim.agent import Latency
+    from .sim.run import Scenario, validate
+
+    sc_keys = _scenario_keys()
+    kw = {k: v for k, v in cell.items() if k in sc_keys}
+    if "protocols" in kw:
+        kw["protocols"] = tuple([kw["protocols"]] if isinstance(kw["protocols"], str) else kw["protocols"])
+    for k in LATENCY_KEYS:
+        if k in cell:
+            kw[k] = Latency.parse(cell[k])
+    if "options" in cell:
+        if not isinstance(cell["options"], dict):
+            raise ValueError("options must be a table of protocol options")
+        kw["options"] = tuple(sorted(cell["options"].items()))
+    s, w = deployments(**{k: cell[k] for k in DEPLOY_KEYS if k in cell})
+    try:
+        sc = Scenario(strong=s, weak=w, **kw)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    validate(sc)
+    return sc
+
+
+def _tasks(cell: dict):
+    if "trace" in cell:
+        from .traces import load
+
+        names = [cell["trace"]] if isinstance(cell["trace"], str) else list(cell["trace"])
+        return [t for n in names for t in load(n).tasks]
+    from .traces.synthetic import generate
+
+    return generate(int(cell["synthetic_tasks"]), seed=int(cell.get("task_seed", 0)))
+
+
+def _flat(v):
+    return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v, sort_keys=True)
+
+
+def run_cell(cell: dict) -> list[dict]:
+    """The rows of one cell: its settings, ``cell``, and each protocol's summary metrics."""
+    from .sim.metrics import summarize
+    from .sim.run import simulate
+
+    sc = _scenario(cell)
+    summary = summarize(simulate(_tasks(cell), sc))
+    cid = cell_id(cell)
+    rows = []
+    for proto, metrics in summary.items():
+        row = {"cell": cid, **{k: _flat(v) for k, v in cell.items() if k != "protocols"}, "protocol": proto}
+        for name, m in metrics.items():
+            row[name] = m["mean"]
+            lo, hi = m["ci95"]
+            row[f"{name}_lo"] = float("nan") if lo is None else lo
+            row[f"{name}_hi"] = float("nan") if hi is None else hi
+        rows.append(row)
+    return rows
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def _parts_dir(out) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".parts")
+
+
+def _write_parquet(df, path: Path):
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, path)
+
+
+def _finished(out) -> dict:
+    """cell id -> DataFrame of cells already done: in ``out`` and in its parts folder."""
+    import pandas as pd
+
+    done = {}
+    out = Path(out)
+    if out.exists():
+        df = pd.read_parquet(out)
+        if "cell" in df:
+            for cid, part in df.groupby("cell", sort=False):
+                done[cid] = part.reset_index(drop=True)
+    parts = _parts_dir(out)
+    if parts.is_dir():
+        for p in sorted(parts.glob("*.parquet")):
+            try:
+                done[p.stem] = pd.read_parquet(p)
+            except Exception:  # a part cut short by the interruption: compute the cell again
+                p.unlink()
+    return done
+
+
+def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | None = None,
+        serial: bool = False, processes: bool = True, progress=None) -> dict:
+    """Run ``cells_`` (skipping those finished before) and write the table to ``out`` (.parquet).
+
+    ``serial``: in this process, no Dask. Otherwise on Dask: the cluster at ``scheduler``
+    (``tcp://host:port``), or a local cluster of ``workers`` workers (default: one per CPU, at
+    most one per cell), each in its own process unless ``processes=False``. ``progress`` is
+    called with the number of cells finished (including skipped ones) as they finish.
+    Returns ``{"cells": n, "computed": k, "skipped": n - k, "rows": r, "out": path}``.
+    """
+    import pandas as pd
+
+    out = Path(out)
+    if out.suffix != ".parquet":
+        raise ValueError(f"{out}: the sweep table must be a .parquet file")
+    ids = [cell_id(c) for c in cells_]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the grid has duplicate cells")
+    done = {k: v for k, v in _finished(out).items() if k in set(ids)}
+    todo = [(cid, c) for cid, c in zip(ids, cells_) if cid not in done]
+    if progress and len(done):
+        progress(len(done))
+    parts = _parts_dir(out)
+    parts.mkdir(parents=True, exist_ok=True)
+
+    def finish(cid, rows):
+        df = pd.DataFrame(rows)
+        _write_parquet(df, parts / f"{cid}.parquet")
+        done[cid] = df
+        if progress:
+            progress(1)
+
+    if todo:
+        if serial:
+            for cid, c in todo:
+                finish(cid, run_cell(c))
+        else:
+            _run_dask(todo, finish, scheduler, workers, processes)
+    table = pd.concat([done[cid] for cid in ids], ignore_index=True) if ids else pd.DataFrame()
+    _write_parquet(table, out)
+    for p in parts.glob("*.parquet"):
+        p.unlink()
+    try:
+        parts.rmdir()
+    except OSError:
+        pass
+    return {"cells": len(ids), "computed": len(todo), "skipped": len(ids) - len(todo),
+            "rows": len(table), "out": str(out)}
+
+
+def _run_dask(todo, finish, scheduler, workers, processes):
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:  # pragma: no cover - dask is a dependency
+        raise ValueError("Dask is not installed: pip install 'dask[distributed]', or run with --serial") from None
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        n = workers or min(os.cpu_count() or 1, len(todo))
+        cluster = LocalCluster(n_workers=max(n, 1), threads_per_worker=1, processes=processes,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = {client.submit(run_cell, c, key=f"costsim-cell-{cid}", pure=False): cid for cid, c in todo}
+        for fut in as_completed(futures):
+            finish(futures[fut], fut.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

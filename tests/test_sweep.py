@@ -1,0 +1,120 @@
+"""Sweeps: the grid's cells, serial and Dask runs give the same table, interrupted sweeps resume
+without recomputing finished cells."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from costsim import sweep
+
+GRID = """
+[base]
+synthetic_tasks = 6
+protocols = ["strong-only", "specagent", "agentcollab"]
+tool_latency = "lognormal:0.5,0.4"
+strong = "qwen3-30b-a3b"
+weak = "qwen3-8b"
+strong_device = "h100"
+weak_device = "h100"
+options = { reflection = "inline" }
+
+[grid]
+p = [0.6, 0.9]
+K = [4, 6]
+seed = [0, 1]
+"""
+
+
+@pytest.fixture
+def grid(tmp_path):
+    p = tmp_path / "grid.toml"
+    p.write_text(GRID)
+    return p
+
+
+def test_cells_are_the_cartesian_product_over_the_base(grid):
+    cells = sweep.load_grid(grid)
+    assert len(cells) == 8
+    assert [(c["p"], c["K"], c["seed"]) for c in cells[:3]] == [(0.6, 4, 0), (0.6, 4, 1), (0.6, 6, 0)]
+    assert all(c["synthetic_tasks"] == 6 and c["options"] == {"reflection": "inline"} for c in cells)
+    assert len({sweep.cell_id(c) for c in cells}) == 8
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ("[base]\nsynthetic_tasks = 2\n[grid]\nq = [1]\n", "unknown setting 'q'"),
+    ("[base]\nsynthetic_tasks = 2\n[grid]\np = 0.5\n", "grid.p must be a non-empty list"),
+    ("[base]\np = 0.5\n", "give the tasks"),
+    ("[base]\nsynthetic_tasks = 2\n[grid]\np = [1.5]\n", "--p-accept must be in [0, 1]"),
+    ("[base]\nsynthetic_tasks = 2\nprotocols = ['nope']\n", "unknown protocol 'nope'"),
+])
+def test_bad_grids_are_one_line_errors(tmp_path, bad, msg):
+    p = tmp_path / "g.toml"
+    p.write_text(bad)
+    with pytest.raises(ValueError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        sweep.load_grid(p)
+
+
+def test_dask_run_matches_serial_run(grid, tmp_path):
+    pytest.importorskip("dask.distributed")
+    cells = sweep.load_grid(grid)
+    serial = sweep.run(cells, tmp_path / "serial.parquet", serial=True)
+    dask = sweep.run(cells, tmp_path / "dask.parquet", workers=2, processes=False)
+    assert serial["computed"] == dask["computed"] == 8
+    a, b = pd.read_parquet(tmp_path / "serial.parquet"), pd.read_parquet(tmp_path / "dask.parquet")
+    assert len(a) == 8 * 3
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert {"cell", "p", "K", "seed", "protocol", "hbm_ratio", "hbm_ratio_lo", "wall_ratio",
+            "strong_calls_per_task", "escalations_per_task"} <= set(a.columns)
+    assert not (tmp_path / "dask.parquet.parts").exists()
+
+
+def test_interrupted_sweep_resumes_without_recomputing(grid, tmp_path, monkeypatch):
+    cells = sweep.load_grid(grid)
+    full = tmp_path / "full.parquet"
+    sweep.run(cells, full, serial=True)
+    out = tmp_path / "out.parquet"
+    real, calls = sweep.run_cell, []
+
+    def interrupted(cell):
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        calls.append(sweep.cell_id(cell))
+        return real(cell)
+
+    monkeypatch.setattr(sweep, "run_cell", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(cells, out, serial=True)
+    assert not out.exists() and len(list((tmp_path / "out.parquet.parts").glob("*.parquet"))) == 3
+
+    resumed = []
+    monkeypatch.setattr(sweep, "run_cell", lambda c: resumed.append(sweep.cell_id(c)) or real(c))
+    seen = []
+    res = sweep.run(cells, out, serial=True, progress=seen.append)
+    assert (res["computed"], res["skipped"]) == (5, 3)
+    assert not set(resumed) & set(calls) and len(resumed) == 5
+    assert sum(seen) == 8
+    pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(full), check_exact=True)
+    # A finished sweep run again computes nothing.
+    again = sweep.run(cells, out, serial=True)
+    assert again["computed"] == 0 and len(resumed) == 5
+
+
+def costsim_exe():
+    # The console script of the installed package (the source tree has no costsim.cli).
+    exe = Path(sys.executable).with_name("costsim")
+    return str(exe) if exe.exists() else shutil.which("costsim")
+
+
+def test_sweep_command(grid, tmp_path):
+    out = tmp_path / "cli.parquet"
+    cmd = [costsim_exe(), "sweep", str(grid), "--out", str(out), "--serial", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"computed": 8' in r.stdout and len(pd.read_parquet(out)) == 24
+    bad = subprocess.run([costsim_exe(), "sweep", str(tmp_path / "none.toml"), "--serial"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("costsim: error:") and bad.stderr.count("\n") == 1
