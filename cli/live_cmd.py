@@ -180,7 +180,7 @@ def render_calibration(res, output) -> str:
     lines = [f"Calibration written to {output}",
              f"  workload: step d = {w['step_tokens']}, observation o = {w['obs_tokens']}, verdict = {w['verdict_tokens']}, "
              f"chunk = {w['chunk_tokens']} (K = {w['K']}), repair = {w['repair_tokens']} tokens", ""]
-    lines.append("Per-endpoint fit  t = overhead + prefill·P + decode·(N-1)   (least squares on per-shape medians, 95% CI)")
+    lines.append("Per-endpoint fit  t = overhead + prefill·P + decode·(N-1)   (weighted least squares on per-shape medians, 95% CI)")
     for role in ("weak", "strong"):
         f = res["fits"][role]
         lines.append(f"  {role:6s} {res['urls'][role]}  model {res['models'][role]}")
@@ -316,6 +316,8 @@ def serve_local(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per server [half the cores]."),
     seed: int = typer.Option(0, "--seed", help="Seed of the generated models."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where the generated models are kept [~/.cache/costsim/models]."),
+    weak_size: str = typer.Option("weak", "--weak-size", help="Generated model of the weak server: tiny (~3M), weak (~16M), strong (~320M)."),
+    strong_size: str = typer.Option("strong", "--strong-size", help="Generated model of the strong server."),
 ):
     """Start two local llama.cpp servers (generated ~16M and ~320M Llama models) until Ctrl-C."""
     import signal
@@ -329,7 +331,8 @@ def serve_local(
             raise UserError(f"{name} must be in 0..65535, got {port}")
     typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
     try:
-        servers = LocalServers(seed=seed, model_dir=model_dir, threads=threads, ports=(weak_port, strong_port)).start()
+        servers = LocalServers(weak_size, strong_size, seed=seed, model_dir=model_dir, threads=threads,
+                               ports=(weak_port, strong_port)).start()
     except LocalServerError as e:
         raise UserError(str(e)) from None
     stop = {"now": False}

