@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from . import capacity_cmd as _capacity
 from . import predict as _predict
 from . import live_cmd as _live
 from . import profiles_cmd as _profiles
@@ -32,6 +33,7 @@ app.command("roofline")(_roofline.roofline)
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("sweep")(_sweep.sweep)
+app.command("capacity")(_capacity.capacity)
 app.add_typer(_profiles.hardware_app, name="hardware")
 app.command("calibrate")(_live.calibrate)
 app.command("validate")(_live.validate)

@@ -1,0 +1,185 @@
+"""`costsim capacity`: replicas, sessions, latency and cost for a task rate, by simulation."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+import typer
+
+from ._common import UserError, dumps
+
+_RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
+               "hour": 3600.0, "day": 86400.0, "d": 86400.0}
+_TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0}
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+
+def parse_rate(text: str) -> float:
+    """'2/s', '120/min', '7200/h', '2' (per second) -> tasks per second."""
+    m = re.fullmatch(rf"\s*{_NUM}\s*(?:/\s*([a-z]+))?\s*", str(text).lower())
+    if not m or (m.group(2) and m.group(2) not in _RATE_UNITS):
+        raise UserError(f"--task-rate {text!r}: expected a number of tasks per unit, e.g. 2/s, 120/min, 7200/h")
+    rate = float(m.group(1)) / _RATE_UNITS[m.group(2) or "s"]
+    if not rate > 0:
+        raise UserError(f"--task-rate must be > 0, got {text!r}")
+    return rate
+
+
+def parse_seconds(text: str) -> float:
+    """'60s', '60', '1.5min', '500ms' -> seconds."""
+    m = re.fullmatch(rf"\s*{_NUM}\s*([a-z]*)\s*", str(text).lower())
+    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
+        raise UserError(f"--latency-p95 {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
+    secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
+    if not secs > 0:
+        raise UserError(f"--latency-p95 must be > 0, got {text!r}")
+    return secs
+
+
+def capacity(
+    task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
+    latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
+    p_accept: float = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
+    K: int = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
+    protocols: str = typer.Option("strong-only,specagent", "--protocols", help="Comma-separated protocols to plan."),
+    strong: Optional[str] = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b]."),
+    weak: Optional[str] = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b]."),
+    strong_device: Optional[str] = typer.Option(None, "--strong-device", help="Strong device [h20]."),
+    weak_device: Optional[str] = typer.Option(None, "--weak-device", help="Weak device [h20]."),
+    strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it]."),
+    strong_price: Optional[float] = typer.Option(None, "--strong-price", help="USD per GPU-hour of the strong device [its profile's]."),
+    weak_price: Optional[float] = typer.Option(None, "--weak-price", help="USD per GPU-hour of the weak device [its profile's]."),
+    traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
+    tasks: int = typer.Option(400, "--tasks", help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
+    p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
+    rho: float = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
+    verdict_tokens: int = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict."),
+    tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, or lognormal:median,sigma."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random stream."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.
+
+    Searches, by bisection over load with the simulator, the highest task rate one cell of
+    replicas (one strong, w weak) sustains under the latency target, then scales out.
+    """
+    rate = parse_rate(task_rate)
+    target = parse_seconds(latency_p95)
+    if tasks < 20:
+        raise UserError(f"--tasks must be >= 20, got {tasks}")
+    if not 0 < tolerance < 1:
+        raise UserError(f"--tolerance must be in (0, 1), got {tolerance}")
+    if strong_gpus is not None and strong_gpus < 1:
+        raise UserError(f"--strong-gpus must be >= 1, got {strong_gpus}")
+    for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
+        if v is not None and not v >= 0:
+            raise UserError(f"{name} must be >= 0 USD per GPU-hour, got {v}")
+    names = tuple(x.strip() for x in protocols.split(",") if x.strip())
+    if not names:
+        raise UserError("--protocols is empty")
+
+    from costsim import capacity as cap
+    from costsim.predict import deployments
+    from costsim.sim import Latency, Scenario
+
+    try:
+        s, w = deployments(strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
+                           strong_gpus=strong_gpus)
+        work = _tasks(traces, tasks, seed)
+        sc = Scenario(strong=s, weak=w, p=p_accept, K=K, p_dist=p_dist, protocols=names, rho=rho,
+                      verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed)
+        from costsim.sim.run import validate
+
+        validate(sc)
+        res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
+                       strong_price=strong_price, weak_price=weak_price)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    res.pop("cells")
+    typer.echo(dumps(res) if json_out else render(res))
+
+
+def _tasks(traces, n, seed):
+    if not traces:
+        from costsim.traces.synthetic import generate
+
+        return generate(n, seed=seed)
+    from costsim.traces import load
+    from costsim.traces.jsonl import TraceError
+
+    out = []
+    try:
+        for t in traces:
+            out.extend(load(t).tasks)
+    except (TraceError, OSError) as e:
+        raise UserError(str(e)) from None
+    if len(out) < 20:
+        raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
+    return out
+
+
+def _f(x, fmt="{:.3g}", none="-"):
+    if x is None:
+        return none
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float) and x == float("inf"):
+        return "inf"
+    return fmt.format(x)
+
+
+def render(res: dict) -> str:
+    P = res["protocols"]
+    names = list(P)
+    w = max(16, *(len(n) + 2 for n in names))
+    rows = [
+        ("strong replicas", "strong_replicas", "{}"), ("weak replicas", "weak_replicas", "{}"),
+        ("GPUs (strong + weak)", None, None),
+        ("sessions / strong replica", "sessions_per_strong_replica", "{:.1f}"),
+        ("sessions / weak replica", "sessions_per_weak_replica", "{:.1f}"),
+        ("strong running batch", "strong_batch", "{:.1f}"),
+        ("past balance point", "past_balance_point", None),
+        ("latency p50 (s)", "latency_p50_s", "{:.1f}"), ("latency p95 (s)", "latency_p95_s", "{:.1f}"),
+        ("meets target", "meets_target", None),
+        ("GPU-hours / 1k tasks", "gpu_hours_per_1k_tasks", "{:.2f}"),
+        ("USD / 1k tasks", "cost_per_1k_tasks", "{:.2f}"),
+        ("cell: strong + weak", None, None), ("cell: max tasks/s", None, None),
+        ("uncontended p95 (s)", "uncontended_latency_p95_s", "{:.1f}"),
+    ]
+    lines = [f"Capacity for {res['task_rate_per_s']:.4g} tasks/s with task latency p95 <= {res['latency_p95_target_s']:g} s",
+             "", f"{'':<26}" + "".join(f"{n:>{w}}" for n in names)]
+    for label, key, fmt in rows:
+        cells = []
+        for n in names:
+            r = P[n]
+            if label.startswith("GPUs"):
+                g = r.get("gpus")
+                v = f"{g['total']} ({g['strong']} + {g['weak']})" if g else "-"
+            elif label == "cell: strong + weak":
+                v = f"{r['cell']['strong_replicas']} + {r['cell']['weak_replicas']}"
+            elif label == "cell: max tasks/s":
+                c = r["cell"]
+                v = _f(c["max_task_rate_per_s"]) + (" (>=)" if c.get("rate_is_lower_bound") else "")
+            else:
+                v = _f(r.get(key), fmt or "{}")
+            cells.append(f"{v:>{w}}")
+        lines.append(f"{label:<26}" + "".join(cells))
+    lines.append("")
+    lines.append(f"balance point B* of the strong replica: {_f(res['balance_batch'], '{:.0f}')} sequences "
+                 f"at the tasks' median context ({res['balance_context_tokens']:.0f} tokens)")
+    for n in names:
+        r = P[n]
+        if r.get("reason"):
+            lines.append(f"{n}: {r['reason']}")
+        if r.get("cost_note"):
+            lines.append(f"{n}: {r['cost_note']}")
+        if r["cell"].get("rate_is_lower_bound"):
+            lines.append(f"{n}: the cell met the target at the highest rate the probes can judge; "
+                         "a larger --tasks may show it sustains more (fewer replicas)")
+    srcs = {v for n in names for v in (P[n].get("price_sources") or {}).values()}
+    for s in sorted(srcs):
+        lines.append(f"price: {s}")
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in res["assumptions"]]
+    return "\n".join(lines)

@@ -1,0 +1,373 @@
+"""Capacity planning with the simulator: replicas, sessions, latency and cost for a task rate.
+
+The search is the one serving simulators use (e.g. Vidur's capacity search): find, by
+bisection over load, the highest Poisson task rate one *cell* of replicas sustains with the
+task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` cells.
+
+- A cell is one strong replica and ``w`` weak replicas (Strong-only: one strong; Weak-only:
+  one weak). For a protocol that uses both (SpecAgent), ``w`` comes from two preliminary
+  searches: the rate ``rs`` one strong replica sustains when weak replicas are ample, and the
+  rate ``rw`` one weak replica sustains when strong replicas are ample; ``w = ceil(rs / rw)``.
+  The cell itself is then searched with both limited; since both pools add latency it
+  sustains less than ``rs``, and while it does, ``w`` grows in proportion (``refinements``
+  times at most) as long as the cell's rate improves.
+- Replicas for a task rate λ: ``n = ceil(λ / cell_rate)`` cells, each with as many weak
+  replicas as its share λ/n needs (``ceil(w · (λ/n) / cell_rate)``), so that no replica carries
+  more load than in the cell found feasible. The cell does not depend on λ, so replica counts
+  never fall as λ rises (see tests/test_capacity.py).
+- The operating point (latency p50/p95, running batches, sessions in flight) is simulated
+  for one cell at its share λ/n of the load.
+
+Latency percentiles leave out the first ``warmup`` and the last ``cooldown`` fraction of
+tasks by arrival (the empty start and the drain of an open-loop run). Everything is
+deterministic: the same tasks and seeds in every probe (common random numbers), so only the
+load differs between probes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import protocols, roofline
+from .sim.run import Scenario, simulate
+
+#: Sentinel replica count for "ample": every task gets its own replica (no contention).
+AMPLE = -1
+
+
+@dataclass(frozen=True)
+class Search:
+    """How the search probes load."""
+
+    latency_p95_s: float = 60.0
+    rel_tol: float = 0.05          # stop when hi / lo <= 1 + rel_tol
+    warmup: float = 0.2            # leading fraction of tasks (by arrival) left out of percentiles
+    cooldown: float = 0.1          # trailing fraction left out
+    max_probes: int = 40
+    max_weak_per_strong: int = 64
+    steady_spans: float = 3.0      # a probe's arrivals span at least this many latency targets
+    refinements: int = 2           # extra cell searches with more weak replicas per strong
+
+
+@dataclass
+class Probe:
+    rate: float
+    p50_s: float
+    p95_s: float
+    feasible: bool
+    strong: int
+    weak: int
+
+
+@dataclass
+class Cell:
+    """The largest Poisson task rate one cell sustains under the latency target."""
+
+    protocol: str
+    strong: int                    # strong replicas in the cell (0 or 1)
+    weak: int                      # weak replicas in the cell
+    rate: float                    # tasks/s the cell sustains (0 if the target is unreachable)
+    feasible: bool
+    uncontended_p95_s: float
+    uncontended_p50_s: float
+    capped: bool = False           # rate is the probe limit max_rate, a lower bound
+    pool_rates: dict = field(default_factory=dict)   # 'strong'/'weak': rate of one replica alone
+    probes: list = field(default_factory=list)
+
+
+def latency_percentiles(rows, warmup: float = 0.2, cooldown: float = 0.1) -> tuple[float, float, float]:
+    """(p50, p95, mean) of task wall time over the steady part of a run (by arrival order)."""
+    rows = sorted(rows, key=lambda r: r["task_index"])
+    n = len(rows)
+    lo, hi = int(math.floor(n * warmup)), n - int(math.floor(n * cooldown))
+    if hi - lo < max(2, n // 4):  # too few tasks to trim: use them all
+        lo, hi = 0, n
+    w = np.array([r["wall_s"] for r in rows[lo:hi]], float)
+    return float(np.percentile(w, 50)), float(np.percentile(w, 95)), float(w.mean())
+
+
+def _replicas(k: int, n_tasks: int) -> int:
+    return n_tasks if k == AMPLE else k
+
+
+def _run(tasks, sc: Scenario, protocol: str, rate: float | None, strong: int, weak: int):
+    sc = replace(sc, protocols=(protocol,), arrival_rate=rate, sessions=1,
+                 strong_replicas=max(_replicas(strong, len(tasks)), 1),
+                 weak_replicas=max(_replicas(weak, len(tasks)), 1))
+    return simulate(tasks, sc)
+
+
+def _pools(rows, protocol: str) -> tuple[bool, bool]:
+    """Does ``protocol`` use replicas of its own on the strong and on the weak side? A strong
+    model behind an API (edge-cloud protocols) is the provider's, not a replica to plan."""
+    api = protocols.replicas(protocol) is not None
+    return (not api and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
+
+
+def deployments(sc: Scenario, protocol: str):
+    """The (strong, weak) deployments replicas of ``protocol`` run on: the scenario's, or for a
+    protocol with its own replica factory (edge-cloud: API strong, weak on the edge device)
+    what that factory builds (strong None for an API)."""
+    make = protocols.replicas(protocol)
+    if make is None:
+        return sc.strong, sc.weak
+    import simpy
+
+    strong, weak = make(simpy.Environment(), replace(sc, weak_replicas=1))
+    dep = lambda r: getattr(r, "deployment", None)  # noqa: E731
+    return dep(strong[0]), dep(weak[0])
+
+
+def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:
+    """Largest rate (within rel_tol) with p95 <= target, and whether it hit the cap
+    :func:`max_rate`; (0.0, False) if even start/1024 fails."""
+    cap = max_rate(len(tasks), srch)
+
+    def ok(rate):
+        rows = _run(tasks, sc, protocol, rate, strong, weak)
+        p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
+        good = p95 <= srch.latency_p95_s
+        probes.append(Probe(rate, p50, p95, good, strong, weak))
+        return good
+
+    budget = srch.max_probes
+    lo, hi, r = 0.0, math.inf, min(start, cap)
+    while budget > 0 and (hi == math.inf or lo == 0.0):
+        budget -= 1
+        if ok(r):
+            lo = r
+            if hi < math.inf:
+                break
+            if r >= cap:
+                return cap, True
+            r = min(2.0 * r, cap)
+        else:
+            hi = r
+            if lo > 0.0:
+                break
+            r /= 2.0
+            if r < start / 1024:
+                return 0.0, False
+    while budget > 0 and lo > 0 and hi < math.inf and hi / lo > 1.0 + srch.rel_tol:
+        budget -= 1
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, False
+
+
+def max_rate(n_tasks: int, srch: Search) -> float:
+    """The highest task rate a probe of ``n_tasks`` tasks can judge: their arrivals must span
+    ``steady_spans`` latency targets, or the run never reaches a steady state. A cell that
+    meets the target even there is reported at this rate (a lower bound: simulate more tasks
+    to raise it)."""
+    return n_tasks / (srch.steady_spans * srch.latency_p95_s)
+
+
+def search_cell(tasks, sc: Scenario, protocol: str, srch: Search = Search()) -> Cell:
+    """The cell of ``protocol`` and the highest task rate it sustains (see the module doc)."""
+    base = _run(tasks, sc, protocol, None, AMPLE, AMPLE)  # one session at a time: uncontended
+    p50_0, p95_0, mean_0 = latency_percentiles(base, 0.0, 0.0)
+    uses_strong, uses_weak = _pools(base, protocol)
+    cell = Cell(protocol, int(uses_strong), int(uses_weak), 0.0, False, p95_0, p50_0)
+    if p95_0 > srch.latency_p95_s:
+        return cell
+    if not (uses_strong or uses_weak):  # nothing of ours to load: the provider scales
+        cell.rate, cell.feasible = math.inf, True
+        return cell
+    start = 1.0 / max(mean_0, 1e-9)  # one task in flight on average
+    if not (uses_strong and uses_weak):
+        strong, weak = (1, AMPLE) if uses_strong else (AMPLE, 1)
+        cell.rate, cell.capped = _bisect(tasks, sc, protocol, strong, weak, start, srch, cell.probes)
+        cell.feasible = cell.rate > 0
+        return cell
+    rs, _ = _bisect(tasks, sc, protocol, 1, AMPLE, start, srch, cell.probes)
+    rw, _ = _bisect(tasks, sc, protocol, AMPLE, 1, start, srch, cell.probes)
+    cell.pool_rates = {"strong": rs, "weak": rw}
+    if rs <= 0 or rw <= 0:
+        return cell
+    # Both pools add latency, so a cell of 1 strong and rs/rw weak replicas sustains less than
+    # either pool alone. While the weak side is what limits the cell, give it more replicas.
+    w = min(max(math.ceil(rs / rw - 1e-9), 1), srch.max_weak_per_strong)
+    for _ in range(1 + srch.refinements):
+        rate, capped = _bisect(tasks, sc, protocol, 1, w, min(rs, w * rw), srch, cell.probes)
+        if rate > cell.rate * (1.0 + srch.rel_tol):
+            cell.weak, cell.rate, cell.capped = w, rate, capped
+        else:
+            break
+        nxt = min(math.ceil(w * rs / rate - 1e-9), srch.max_weak_per_strong)
+        if rate >= rs / (1.0 + srch.rel_tol) or nxt <= w:
+            break
+        w = nxt
+    cell.feasible = cell.rate > 0
+    return cell
+
+
+def replicas_for(cell: Cell, task_rate: float) -> tuple[int | None, int | None]:
+    """(strong, weak) replicas for ``task_rate`` tasks/s: ``n = ceil(rate / cell rate)`` cells,
+    each with the weak replicas its share of the load needs, ``ceil(w · share / cell rate)``,
+    so that no replica carries more load than in the cell found feasible. Both counts are
+    non-decreasing in ``task_rate``."""
+    if not cell.feasible:
+        return None, None
+    n = _cells(cell, task_rate)
+    return cell.strong * n, n * _weak_per_cell(cell, task_rate / n)
+
+
+def _cells(cell: Cell, task_rate: float) -> int:
+    # A hair of slack so that a rate exactly at a multiple of the cell's does not round up.
+    return max(math.ceil(task_rate / cell.rate - 1e-9), 1)
+
+
+def _weak_per_cell(cell: Cell, cell_rate: float) -> int:
+    if not cell.weak:
+        return 0
+    if not cell.strong:
+        return 1
+    return min(max(math.ceil(cell.weak * cell_rate / cell.rate - 1e-9), 1), cell.weak)
+
+
+def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Search = Search()) -> dict:
+    """Simulate one cell at its share of ``task_rate``: latency, running batches, sessions.
+
+    The fleet is ``n`` identical cells with tasks spread evenly, so one cell at rate / n (as a
+    Poisson stream: burstier than round-robin, so conservative) stands for all of them.
+    """
+    n = _cells(cell, task_rate)
+    rate = task_rate / n
+    s_sim = cell.strong or AMPLE
+    w_sim = _weak_per_cell(cell, rate) or AMPLE
+    rows = _run(tasks, sc, cell.protocol, rate, s_sim, w_sim)
+    p50, p95, mean = latency_percentiles(rows, srch.warmup, srch.cooldown)
+    r0 = rows[0]
+    in_flight = rate * mean  # Little's law over the steady part, per cell
+    return {
+        "latency_p50_s": p50, "latency_p95_s": p95, "latency_mean_s": mean,
+        "sessions_in_flight": in_flight * n,
+        "sessions_per_strong_replica": in_flight / cell.strong if cell.strong else None,
+        "sessions_per_weak_replica": in_flight / w_sim if cell.weak else None,
+        "strong_batch": r0["strong_mean_batch"] if cell.strong else None,
+        "weak_batch": r0["weak_mean_batch"] if cell.weak else None,
+        "strong_utilisation": r0["strong_utilisation"] if cell.strong else None,
+        "strong_calls_per_task": float(np.mean([r["strong_calls"] for r in rows])),
+        "weak_calls_per_task": float(np.mean([r["weak_calls"] for r in rows])),
+        "api_cost_per_task_usd": float(np.mean([r.get("api_cost_usd", 0.0) for r in rows])),
+        "simulated": {"cells": n, "task_rate_per_cell": rate, "strong_replicas": cell.strong,
+                      "weak_replicas": w_sim if cell.weak else 0, "tasks": len(tasks)},
+    }
+
+
+def _price(dev, override):
+    if override is not None:
+        return float(override), "flag"
+    if dev.price_per_hour_usd is not None:
+        return float(dev.price_per_hour_usd), f"hardware/{dev.name}.toml: " + str(
+            dev.sources.get("price_per_hour_usd", dev.source))
+    return None, f"no price in hardware/{dev.name}.toml"
+
+
+def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cost_per_task=0.0,
+         strong_price=None, weak_price=None) -> dict:
+    """GPU-hours and USD per 1,000 tasks of a fleet running at ``task_rate`` tasks/s.
+
+    The fleet is paid for by the hour whether busy or not: per task it costs the fleet's hourly
+    price divided by the tasks it completes per hour. Unknown device prices give a cost of None.
+    """
+    gpus_s = strong * strong_dep.n_devices if strong else 0
+    gpus_w = weak * weak_dep.n_devices if weak else 0
+    hours_per_1k = 1000.0 / task_rate / 3600.0
+    ps, src_s = _price(strong_dep.device, strong_price) if strong else (None, "no strong replicas")
+    pw, src_w = _price(weak_dep.device, weak_price) if weak else (None, "no weak replicas")
+    need = [(gpus_s, ps, strong_dep.device.name if strong else ""),
+            (gpus_w, pw, weak_dep.device.name if weak else "")]
+    missing = sorted({name for g, p, name in need if g and p is None})
+    usd = None if missing else sum(g * p for g, p, _ in need if g) * hours_per_1k + 1000.0 * api_cost_per_task
+    return {
+        "gpus": {"strong": gpus_s, "weak": gpus_w, "total": gpus_s + gpus_w},
+        "gpu_hours_per_1k_tasks": (gpus_s + gpus_w) * hours_per_1k,
+        "cost_per_1k_tasks": usd,
+        "api_cost_per_1k_tasks": 1000.0 * api_cost_per_task,
+        "cost_note": ("cost unknown: no price per hour for " + ", ".join(missing)
+                      + " (give --strong-price/--weak-price)") if missing else "",
+        "prices_per_gpu_hour_usd": {"strong": ps, "weak": pw},
+        "price_sources": {"strong": src_s, "weak": src_w},
+    }
+
+
+def balance_context(tasks) -> float:
+    """Median context of the tasks' steps: the context at which B* is quoted."""
+    ctx = [max(s.context_tokens, 0) for t in tasks for s in t.steps]
+    return float(np.median(ctx)) if ctx else 0.0
+
+
+def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
+         srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None) -> dict:
+    """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.
+
+    ``cells`` (protocol -> :class:`Cell`) skips the search when given (it does not depend on
+    ``task_rate``).
+    """
+    if not task_rate > 0:
+        raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
+    if not srch.latency_p95_s > 0:
+        raise ValueError(f"--latency-p95 must be > 0 s, got {srch.latency_p95_s}")
+    cells = dict(cells or {})
+    ctx = balance_context(tasks)
+    b_star = roofline.balance_batch(sc.strong, ctx)
+    out = {}
+    for name in protocols:
+        cell = cells.get(name) or search_cell(tasks, sc, name, srch)
+        cells[name] = cell
+        s, w = replicas_for(cell, task_rate)
+        res = {"feasible": cell.feasible, "strong_replicas": s, "weak_replicas": w,
+               "cell": {"strong_replicas": cell.strong, "weak_replicas": cell.weak,
+                        "max_task_rate_per_s": cell.rate, "rate_is_lower_bound": cell.capped,
+                        "pool_rates_per_s": cell.pool_rates,
+                        "probes": len(cell.probes)},
+               "uncontended_latency_p50_s": cell.uncontended_p50_s,
+               "uncontended_latency_p95_s": cell.uncontended_p95_s,
+               "balance_batch": b_star}
+        if not cell.feasible:
+            res.update(sessions_per_strong_replica=None, strong_batch=None, past_balance_point=None,
+                       latency_p50_s=None, latency_p95_s=None, gpu_hours_per_1k_tasks=None,
+                       cost_per_1k_tasks=None, meets_target=False,
+                       reason=f"the uncontended task latency p95 is {cell.uncontended_p95_s:.1f} s, above the "
+                              f"target {srch.latency_p95_s:g} s: no number of replicas reaches it")
+        else:
+            op = operating_point(tasks, sc, cell, task_rate, srch)
+            res.update(op)
+            res["past_balance_point"] = (op["strong_batch"] > b_star) if op["strong_batch"] is not None else None
+            res["meets_target"] = op["latency_p95_s"] <= srch.latency_p95_s * (1.0 + srch.rel_tol)
+            s_dep, w_dep = deployments(sc, name)
+            res.update(cost(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
+                            strong_price, weak_price))
+        out[name] = res
+    return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
+            "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
+            "assumptions": assumptions(tasks, sc, srch)}
+
+
+def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
+    return [
+        f"workload: {len(tasks)} tasks, p_u = {sc.p:g}" + (f" ({sc.p_dist})" if sc.p_dist else "")
+        + f", K = {sc.K}, rho = {sc.rho:g}, verdict {sc.verdict_tokens} tokens, seed {sc.seed}",
+        f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}",
+        "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
+        f"continuously (token budget {sc.token_budget}, at most {sc.max_seqs} sequences)",
+        f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "
+        "by arrival (warm-up and drain left out); tool latency "
+        + (f"{sc.tool_latency.seconds:g} s" if sc.tool_latency.seconds else "0 (generation time only)"),
+        f"search: bisection over task rate per cell to {srch.rel_tol:.0%}, probes of {len(tasks)} tasks whose "
+        f"arrivals span >= {srch.steady_spans:g} latency targets (so at most {max_rate(len(tasks), srch):.3g} tasks/s "
+        "per cell); a cell is one strong replica and w weak ones, w from the rates one strong and one weak "
+        "replica sustain alone; cells = ceil(task rate / cell rate), reported latency from one cell at its share",
+        f"balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
+        f"at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
+        "cost: every replica is paid by the hour, busy or idle; GPU prices from the hardware profiles "
+        "(RunPod on-demand, dated in each file) unless given",
+    ]

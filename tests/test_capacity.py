@@ -1,0 +1,220 @@
+"""Capacity planning: the rate search, replica counts monotone in load, the fleet meeting the
+target when simulated whole, cost, and the `costsim capacity` command."""
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costsim import capacity as cap
+from costsim.cli.main import main as _main
+from costsim.profiles import Deployment, load_device, load_model
+from costsim.sim import Scenario, simulate
+from costsim.traces.synthetic import Shape, generate
+
+SHORT = Shape(steps_mean=6.0, initial_context=1500)
+
+
+def run(argv):
+    try:
+        return _main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+def deps(device="h20"):
+    dev = load_device(device)
+    return (Deployment(load_model("qwen3-30b-a3b"), dev, 1, "bf16"),
+            Deployment(load_model("qwen3-8b"), dev, 1, "bf16"))
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small workload and its searched cells (the search does not depend on the task rate)."""
+    s, w = deps()
+    tasks = generate(90, seed=3, shape=SHORT)
+    sc = Scenario(strong=s, weak=w, p=0.8, K=6, seed=1)
+    srch = cap.Search(latency_p95_s=60.0, rel_tol=0.08)
+    cells = {n: cap.search_cell(tasks, sc, n, srch) for n in ("strong-only", "specagent")}
+    return tasks, sc, srch, cells
+
+
+# --- replica counts never fall as the load rises ------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(strong=st.sampled_from([0, 1]), weak=st.integers(0, 40), cell_rate=st.floats(1e-3, 50),
+       r1=st.floats(1e-4, 500), r2=st.floats(1e-4, 500))
+def test_replicas_are_monotone_in_task_rate_for_any_cell(strong, weak, cell_rate, r1, r2):
+    if not strong:
+        weak = 1  # a cell without a strong replica is one weak replica (Weak-only)
+    cell = cap.Cell("x", strong, weak, cell_rate, True, 1.0, 1.0)
+    lo, hi = sorted((r1, r2))
+    s1, w1 = cap.replicas_for(cell, lo)
+    s2, w2 = cap.replicas_for(cell, hi)
+    assert s1 <= s2 and w1 <= w2
+    # No replica carries more load than in the cell found feasible.
+    if strong:
+        assert hi / s2 <= cell_rate * (1 + 1e-9)
+    if weak:
+        assert hi / w2 <= cell_rate / weak * (1 + 1e-9)
+
+
+@settings(max_examples=12, deadline=None)
+@given(r1=st.floats(0.01, 3.0), r2=st.floats(0.01, 3.0))
+def test_planned_replicas_are_monotone_in_task_rate(small, r1, r2):
+    tasks, sc, srch, cells = small
+    lo, hi = sorted((r1, r2))
+    a = cap.plan(tasks, sc, lo, tuple(cells), srch, cells=cells)["protocols"]
+    b = cap.plan(tasks, sc, hi, tuple(cells), srch, cells=cells)["protocols"]
+    for name in cells:
+        assert a[name]["strong_replicas"] <= b[name]["strong_replicas"]
+        assert a[name]["weak_replicas"] <= b[name]["weak_replicas"]
+        assert a[name]["gpus"]["total"] <= b[name]["gpus"]["total"]
+
+
+def test_search_does_not_depend_on_the_task_rate(small):
+    tasks, sc, srch, cells = small
+    again = cap.search_cell(tasks, sc, "specagent", srch)
+    assert (again.rate, again.weak, again.strong) == (cells["specagent"].rate, cells["specagent"].weak, 1)
+
+
+# --- the search finds the edge of feasibility ---------------------------------------------------
+
+
+def test_cell_rate_is_feasible_and_a_little_more_is_not(small):
+    tasks, sc, srch, cells = small
+    for name, cell in cells.items():
+        assert cell.feasible and 0 < cell.rate < math.inf
+        final = [p for p in cell.probes if (p.strong, p.weak) == (cell.strong or cap.AMPLE, cell.weak or cap.AMPLE)]
+        at = [p for p in final if p.rate == cell.rate]
+        assert at and all(p.feasible and p.p95_s <= srch.latency_p95_s for p in at)
+        if not cell.capped:
+            above = [p for p in final if not p.feasible and p.rate > cell.rate]
+            assert above and min(p.rate for p in above) <= cell.rate * (1 + srch.rel_tol) * (1 + 1e-9)
+    spec = cells["specagent"]
+    assert set(spec.pool_rates) == {"strong", "weak"} and spec.weak >= 1
+
+
+def test_whole_fleet_simulated_at_once_meets_the_target(small):
+    # The plan is made from one cell; simulate the whole fleet at the full rate instead (tasks
+    # round-robin over all replicas) and check the latency target holds there too.
+    tasks, sc, srch, cells = small
+    rate = 2.5 * cells["specagent"].rate
+    res = cap.plan(tasks, sc, rate, ("specagent",), srch, cells=cells)["protocols"]["specagent"]
+    S, W = res["strong_replicas"], res["weak_replicas"]
+    assert S >= 3 and W >= S
+    many = generate(int(3 * rate * srch.latency_p95_s) + 1, seed=5, shape=SHORT)
+    from dataclasses import replace
+
+    rows = simulate(many, replace(sc, protocols=("specagent",), arrival_rate=rate, strong_replicas=S, weak_replicas=W))
+    _, p95, _ = cap.latency_percentiles(rows)
+    assert p95 <= srch.latency_p95_s * 1.1
+    assert res["meets_target"] and res["latency_p95_s"] <= srch.latency_p95_s * (1 + srch.rel_tol)
+
+
+def test_sessions_follow_littles_law(small):
+    tasks, sc, srch, cells = small
+    res = cap.plan(tasks, sc, 0.5, ("strong-only",), srch, cells=cells)["protocols"]["strong-only"]
+    assert res["sessions_in_flight"] == pytest.approx(0.5 * res["latency_mean_s"])
+    assert res["sessions_per_strong_replica"] == pytest.approx(res["sessions_in_flight"] / res["strong_replicas"])
+
+
+def test_unreachable_target_is_reported_not_planned():
+    s, w = deps()
+    tasks = generate(30, seed=1, shape=SHORT)
+    sc = Scenario(strong=s, weak=w)
+    res = cap.plan(tasks, sc, 1.0, ("strong-only",), cap.Search(latency_p95_s=0.5))["protocols"]["strong-only"]
+    assert res["feasible"] is False and res["strong_replicas"] is None and res["cost_per_1k_tasks"] is None
+    assert "uncontended task latency p95" in res["reason"]
+
+
+def test_faster_device_sustains_more_per_replica():
+    # Decode of a small-batch MoE is bandwidth bound: B200 (8 TB/s) beats H20 (4 TB/s).
+    tasks = generate(60, seed=2, shape=SHORT)
+    srch = cap.Search(latency_p95_s=30.0, rel_tol=0.1)
+    rates = {}
+    for dev in ("h20", "b200"):
+        s, w = deps(dev)
+        rates[dev] = cap.search_cell(tasks, Scenario(strong=s, weak=w), "strong-only", srch).rate
+    assert rates["b200"] > 1.5 * rates["h20"] > 0
+
+
+def test_batch_past_balance_point_is_flagged():
+    # A dense 70B model on H20 has B* near 33 at short context. Under a latency target its
+    # compute-bound prefills keep the batch below that; a cell pushed to 1 task/s (the loose
+    # capacity a planner might assume) runs the strong replica far past it, and is flagged.
+    strong = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
+    weak = Deployment(load_model("llama-3.1-8b"), load_device("h20"), 1, "bf16")
+    tasks = generate(200, seed=4, shape=SHORT)
+    sc = Scenario(strong=strong, weak=weak)
+    srch = cap.Search(latency_p95_s=10_000.0)
+    loose = {"strong-only": cap.Cell("strong-only", 1, 0, 1.0, True, 0.0, 0.0)}
+    res = cap.plan(tasks, sc, 1.0, ("strong-only",), srch, cells=loose)
+    r = res["protocols"]["strong-only"]
+    assert 20 < res["balance_batch"] < 60
+    assert r["strong_batch"] > res["balance_batch"] and r["past_balance_point"] is True
+    calm = cap.plan(tasks, sc, 0.01, ("strong-only",), srch, cells=loose)["protocols"]["strong-only"]
+    assert calm["strong_batch"] < res["balance_batch"] and calm["past_balance_point"] is False
+
+
+# --- cost ------------------------------------------------------------------------------------------
+
+
+def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
+    s, w = deps("h100")
+    c = cap.cost(s, w, strong=2, weak=3, task_rate=0.5)
+    hours = 1000 / 0.5 / 3600
+    assert c["gpu_hours_per_1k_tasks"] == pytest.approx(5 * hours)
+    assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.49)
+    assert "h100-sxm.toml" in c["price_sources"]["strong"]
+    s20, w20 = deps("h20")
+    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0)
+    assert c["cost_per_1k_tasks"] is None and "h20" in c["cost_note"]
+    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0, strong_price=2.0, weak_price=1.0)
+    assert c["cost_per_1k_tasks"] == pytest.approx(3.0 * 1000 / 3600)
+    c = cap.cost(s20, w20, strong=0, weak=2, task_rate=1.0, api_cost_per_task=0.01, weak_price=1.0)
+    assert c["cost_per_1k_tasks"] == pytest.approx(2.0 * 1000 / 3600 + 10.0)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def test_parse_rate_and_seconds():
+    from costsim.cli.capacity_cmd import parse_rate, parse_seconds
+    from costsim.cli._common import UserError
+
+    assert parse_rate("2/s") == 2 and parse_rate("120/min") == 2 and parse_rate("7200 / h") == 2
+    assert parse_rate("0.5") == 0.5
+    assert parse_seconds("60s") == 60 and parse_seconds("1.5min") == 90 and parse_seconds("500ms") == 0.5
+    for bad in ("fast", "2/fortnight", "0/s", "-1/s"):
+        with pytest.raises(UserError):
+            parse_rate(bad)
+    with pytest.raises(UserError):
+        parse_seconds("soon")
+
+
+def test_command_json_has_the_documented_keys(capsys):
+    argv = ["capacity", "--strong", "qwen3-30b-a3b", "--weak", "qwen3-8b", "--strong-device", "h100",
+            "--weak-device", "h100", "--p-accept", "0.8", "--K", "6", "--task-rate", "1/s",
+            "--latency-p95", "90s", "--tasks", "60", "--tolerance", "0.1", "--json"]
+    assert run(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    for name in ("strong-only", "specagent"):
+        p = out["protocols"][name]
+        for key in ("strong_replicas", "weak_replicas", "sessions_per_strong_replica", "strong_batch",
+                    "past_balance_point", "latency_p95_s", "cost_per_1k_tasks"):
+            assert key in p, key
+        assert p["cost_per_1k_tasks"] > 0
+    assert out["protocols"]["strong-only"]["weak_replicas"] == 0
+    assert any("Poisson" in a for a in out["assumptions"])
+
+
+def test_command_errors_are_one_line(capsys):
+    assert run(["capacity", "--task-rate", "lots"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("costsim: error: --task-rate") and "\n" not in err
+    assert run(["capacity", "--task-rate", "1/s", "--protocols", "nope", "--tasks", "20"]) == 2
+    assert "unknown protocol" in capsys.readouterr().err
