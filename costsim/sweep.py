@@ -109,7 +109,10 @@ def _scenario(cell: dict):
     sc_keys = _scenario_keys()
     kw = {k: v for k, v in cell.items() if k in sc_keys}
     if "protocols" in kw:
-        kw["protocols"] = tuple([kw["protocols"]] if isinstance(kw["protocols"], str) else kw["protocols"])
+        names = tuple([kw["protocols"]] if isinstance(kw["protocols"], str) else kw["protocols"])
+        if "edge-cloud" in names and "cloud-strong-only" not in names:
+            names += ("cloud-strong-only",)  # the baseline of the API ratios
+        kw["protocols"] = names
     for k in LATENCY_KEYS:
         if k in cell:
             kw[k] = Latency.parse(cell[k])
