@@ -16,6 +16,7 @@ import threading
 import time
 
 import pytest
+from conftest import costsim_argv
 
 pytestmark = [
     pytest.mark.live,
@@ -48,7 +49,7 @@ def servers(model_dir):
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "costsim.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([*costsim_argv(), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -121,7 +122,7 @@ def test_killed_server_stops_calibration_with_saved_probes_then_resume(model_dir
     with LocalServers(weak_size="tiny", strong_size="tiny", model_dir=model_dir) as s:
         args = ["calibrate", "--weak", s.weak.url, "--strong", s.strong.url, "-o", str(out), "--repeats", "2",
                 "--retries", "1", "--timeout", "20", *SHAPES]
-        p = subprocess.Popen([sys.executable, "-m", "costsim.cli.main", *args], stdout=subprocess.PIPE,
+        p = subprocess.Popen([*costsim_argv(), *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -198,7 +199,7 @@ def test_server_killed_mid_stream_is_reported_with_url(model_dir):
 def test_serve_local_prints_urls_and_stops_on_ctrl_c(model_dir):
     import httpx
 
-    p = subprocess.Popen([sys.executable, "-m", "costsim.cli.main", "serve-local", "--model-dir", str(model_dir),
+    p = subprocess.Popen([*costsim_argv(), "serve-local", "--model-dir", str(model_dir),
                           "--weak-size", "tiny", "--strong-size", "weak"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
