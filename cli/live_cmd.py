@@ -70,6 +70,12 @@ def _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir=Non
     if timeout <= 0 or retries < 0:
         raise UserError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
     servers = None
+    import signal
+
+    def _term(*_):
+        raise KeyboardInterrupt  # SIGTERM stops the local servers too, through the finally below
+
+    old_term = signal.signal(signal.SIGTERM, _term) if local else None
     try:
         if local:
             from costsim.live.local import LocalServerError, LocalServers
@@ -90,6 +96,8 @@ def _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir=Non
     finally:
         if servers is not None:
             servers.stop()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 class _Bar:
