@@ -407,6 +407,25 @@ def test_falls_back_to_text_prompts_when_token_ids_are_refused(scripted):
     ep = Endpoint(s.url, retries=0)
     r = ep.complete([1000] * 8, 3)
     assert ep.token_prompts is False and isinstance(s.bodies[-1]["prompt"], str) and r.completion_tokens == 3
+    # The forcing parameters were dropped first (the usual 400 from a strict API), then token ids.
+    assert [("ignore_eos" in b, isinstance(b["prompt"], list)) for b in s.bodies] == [(True, True), (False, True), (False, False)]
+
+
+def test_strict_api_without_extensions_or_streaming(scripted):
+    def strict(h, body):
+        if "ignore_eos" in body or body.get("stream"):
+            return status(400)(h, body)
+        n = body["max_tokens"]
+        h._send(200, {"choices": [{"text": "x" * n, "finish_reason": "length"}],
+                      "usage": {"prompt_tokens": 4, "completion_tokens": n}})
+
+    s = scripted(strict)
+    ep = Endpoint(s.url, retries=0)
+    r = ep.complete([1000] * 4, 5)
+    assert (ep.force_supported, ep.streaming, r.completion_tokens, r.ttft_s) == (False, False, 5, None)
+    assert len(s.bodies) == 4  # force dropped, then token ids (this strict server minded streaming only), then streaming
+    ep.complete([1000] * 4, 5)
+    assert len(s.bodies) == 5  # the second call went straight to the form that works
 
 
 def test_4xx_is_not_retried(scripted):

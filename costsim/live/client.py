@@ -75,6 +75,7 @@ class Endpoint:
     model: str | None = None
     token_prompts: bool | None = None      # None: not yet known
     force_supported: bool | None = None    # does `ignore_eos` / `min_tokens` take effect?
+    streaming: bool | None = None          # does the server stream (with usage)?
     _client: object = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -201,23 +202,42 @@ class Endpoint:
         return [rng.randrange(lo, hi) for _ in range(max(1, int(n_tokens)))]
 
     def complete(self, prompt, max_tokens: int, force: bool = True, stream: bool = True) -> CallResult:
-        """One ``/v1/completions`` call, streamed; forced to ``max_tokens`` where supported."""
+        """One ``/v1/completions`` call, streamed; forced to ``max_tokens`` where supported.
+
+        A server that answers HTTP 400/422 to what not every server accepts is asked again
+        without it, in this order, and the endpoint remembers: the forcing parameters
+        (``ignore_eos``, ``min_tokens``), token-id prompts (random words instead), streaming
+        (then no time to first token).
+        """
         self.discover()
-        body = {"model": self.model, "prompt": prompt, "max_tokens": int(max_tokens), "temperature": 0.0}
-        if force:
-            body.update(ignore_eos=True, min_tokens=int(max_tokens))
-        if stream:
-            body.update(stream=True, stream_options={"include_usage": True})
-        try:
-            res, attempts = self._with_retries(lambda: self._post_completion(body, stream), "POST /v1/completions")
-        except EndpointError as e:
-            if isinstance(prompt, list) and self.token_prompts is None and e.status in (400, 422):
-                # The server wants text prompts: remember and retry with words.
-                self.token_prompts = False
-                return self.complete(self.random_prompt(len(prompt), random.Random()), max_tokens, force, stream)
-            raise
+        while True:
+            use_force = force and self.force_supported is not False
+            use_stream = stream and self.streaming is not False
+            body = {"model": self.model, "prompt": prompt, "max_tokens": int(max_tokens), "temperature": 0.0}
+            if use_force:
+                body.update(ignore_eos=True, min_tokens=int(max_tokens))
+            if use_stream:
+                body.update(stream=True, stream_options={"include_usage": True})
+            try:
+                res, attempts = self._with_retries(lambda: self._post_completion(body, use_stream),
+                                                   "POST /v1/completions")
+                break
+            except EndpointError as e:
+                if e.status not in (400, 422):
+                    raise
+                if use_force and self.force_supported is None:
+                    self.force_supported = False
+                elif isinstance(prompt, list) and self.token_prompts is None:
+                    self.token_prompts = False
+                    prompt = self.random_prompt(len(prompt), random.Random())
+                elif use_stream and self.streaming is None:
+                    self.streaming = False
+                else:
+                    raise
         if isinstance(prompt, list):
             self.token_prompts = True
+        if use_stream:
+            self.streaming = True
         res.requested_tokens, res.attempts = int(max_tokens), attempts
         if res.completion_tokens > max_tokens:
             raise EndpointError(self.url, f"server ignored max_tokens: asked {max_tokens}, got {res.completion_tokens} tokens")
