@@ -496,3 +496,17 @@ def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.startswith("costsim: error: ") and err.count("\n") == 1
+
+
+def test_workload_from_a_trace_takes_its_medians_and_flags_win():
+    import statistics
+
+    from costsim.cli.live_cmd import _workload
+    from costsim.traces import load
+
+    steps = [s for t in load("tau2-airline").tasks for s in t.steps]
+    w = _workload(False, 6, None, None, None, None, None, "tau2-airline")
+    assert w.step_tokens == round(statistics.median(s.output_tokens for s in steps))
+    assert w.obs_tokens == round(statistics.median(s.observation_tokens for s in steps))
+    assert _workload(False, 6, 50, None, None, None, None, "tau2-airline").step_tokens == 50
+    assert _workload(True, 6, None, None, None, None, None, None) == LOCAL_WORKLOAD
