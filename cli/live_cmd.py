@@ -280,7 +280,7 @@ def validate(
         if ratios is None:
             res = _run_calibration(we, se, w, repeats, seed, False, None, None, None, False,
                                    label="calibrating (same run)")
-            ratios, src = res["ratios"]["time"], "calibrated in this run"
+            ratios, src = res["ratios"]["time"], "a calibration in this run"
         bar = _Bar("validating")
         try:
             out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar)
