@@ -11,6 +11,7 @@ import sys
 import typer
 
 from . import capacity_cmd as _capacity
+from . import figures_cmd as _figures
 from . import predict as _predict
 from . import live_cmd as _live
 from . import profiles_cmd as _profiles
@@ -34,6 +35,7 @@ app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("sweep")(_sweep.sweep)
 app.command("capacity")(_capacity.capacity)
+app.command("figures")(_figures.figures)
 app.add_typer(_profiles.hardware_app, name="hardware")
 app.command("calibrate")(_live.calibrate)
 app.command("validate")(_live.validate)

@@ -366,8 +366,8 @@ def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
         f"arrivals span >= {srch.steady_spans:g} latency targets (so at most {max_rate(len(tasks), srch):.3g} tasks/s "
         "per cell); a cell is one strong replica and w weak ones, w from the rates one strong and one weak "
         "replica sustain alone; cells = ceil(task rate / cell rate), reported latency from one cell at its share",
-        f"balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
-        f"at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
+        "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
+        "at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
         "cost: every replica is paid by the hour, busy or idle; GPU prices from the hardware profiles "
         "(RunPod on-demand, dated in each file) unless given",
     ]

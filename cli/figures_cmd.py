@@ -1,0 +1,28 @@
+"""`costsim figures`: regenerate the committed figures and their index, deterministically."""
+
+from __future__ import annotations
+
+import time
+from typing import List, Optional
+
+import typer
+
+from ._common import UserError
+
+
+def figures(
+    out: str = typer.Option("figures", "--out", help="Folder to write the PNGs, CSVs and README.md index into."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Only this figure (repeatable): cost-model, "
+                                             "predicted-vs-observed, balance-point, capacity, pass-counting, tau2-replay."),
+):
+    """Regenerate the figures (fixed seeds; same bytes with the same library versions)."""
+    from costsim import figures as figs
+
+    t = time.perf_counter()
+    try:
+        figs.generate(out, only=only, log=lambda line: typer.echo(f"wrote {out.rstrip('/')}/{line}"))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if not only:
+        typer.echo(f"wrote {out.rstrip('/')}/README.md")
+    typer.echo(f"{time.perf_counter() - t:.1f} s")

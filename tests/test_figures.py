@@ -1,0 +1,136 @@
+"""`costsim figures`: every committed figure regenerates from the code, deterministically; the
+fit/predict split of the predicted-versus-observed figure is real; matplotlib stays lazy."""
+
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costsim import figures
+from costsim.cli.main import main as _main
+
+COMMITTED = Path(__file__).resolve().parent.parent / "figures"
+
+
+def run(argv):
+    try:
+        return _main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    done = figures.generate(out)
+    return out, done
+
+
+def committed_matplotlib():
+    m = re.search(r"with matplotlib (\S+) the PNGs", (COMMITTED / "README.md").read_text(encoding="utf-8"))
+    return m.group(1) if m else None
+
+
+def png_text_chunks(data: bytes) -> list[bytes]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    i, keys = 8, []
+    while i < len(data):
+        n, kind = struct.unpack(">I4s", data[i:i + 8])
+        if kind in (b"tEXt", b"iTXt", b"zTXt"):
+            keys.append(data[i + 8:i + 8 + n].split(b"\0", 1)[0])
+        if kind == b"tIME":
+            keys.append(b"tIME")
+        i += 12 + n
+    return keys
+
+
+def test_committed_figures_regenerate(regenerated):
+    import matplotlib
+
+    out, done = regenerated
+    assert set(done) == set(figures.names())
+    made = sorted(p.name for p in out.iterdir())
+    assert made == sorted(p.name for p in COMMITTED.iterdir() if not p.name.startswith("."))
+    same_version = committed_matplotlib() == matplotlib.__version__
+    for name in made:
+        new, old = (out / name).read_bytes(), (COMMITTED / name).read_bytes()
+        if not name.endswith(".png") or same_version:
+            # Data and the index must match exactly (the index names the matplotlib version).
+            if name == "README.md" and not same_version:
+                new, old = (re.sub(rb"matplotlib \S+ the", b"", x) for x in (new, old))
+            assert new == old, f"{name} differs from the committed one: run `costsim figures`"
+        else:  # another matplotlib: the same picture up to anti-aliasing
+            from matplotlib.image import imread
+
+            a, b = imread(out / name), imread(COMMITTED / name)
+            assert a.shape == b.shape, name
+            assert float(np.abs(a - b).mean()) < 0.02, name
+
+
+def test_pngs_carry_no_software_or_date(regenerated):
+    out, _ = regenerated
+    for p in out.glob("*.png"):
+        keys = png_text_chunks(p.read_bytes())
+        assert not {b"Software", b"Creation Time", b"tIME"} & set(keys), (p.name, keys)
+
+
+def test_same_bytes_twice_in_one_process(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    figures.generate(a, only=["cost-model", "pass-counting"])
+    figures.generate(b, only=["cost-model", "pass-counting"])
+    for p in a.iterdir():
+        assert p.read_bytes() == (b / p.name).read_bytes(), p.name
+    assert not (a / "README.md").exists()  # the index is written only with every figure
+
+
+def test_fit_and_prediction_sets_are_disjoint(monkeypatch):
+    rows, fit = figures.predicted_vs_observed()
+    fitted = [r for r in rows if r["role"].startswith("fitted")]
+    predicted = [r for r in rows if not r["role"].startswith("fitted")]
+    assert len(predicted) >= 8 and {r["quantity"] for r in predicted} >= {"HBM-read fraction", "wall-time fraction"}
+    for r in fitted:  # a fitted value is reproduced exactly
+        assert r["model"] == pytest.approx(r["observed"], abs=1e-9)
+    # Moving an observation of the predicted set changes no fitted parameter or prediction.
+    paper = {k: dict(v) for k, v in figures.PAPER.items()}
+    paper["Retail"]["hbm"], paper["VitaBench"]["wall"] = (0.10, 0.12), 0.05
+    monkeypatch.setattr(figures, "PAPER", paper)
+    rows2, fit2 = figures.predicted_vs_observed()
+    assert (fit2["omega"], fit2["kappa"]) == (fit["omega"], fit["kappa"])
+    assert [r["model"] for r in rows2] == [r["model"] for r in rows]
+    # Moving a fitted one does change them.
+    paper["Airline"]["wall"] = 0.5
+    assert figures.predicted_vs_observed()[1]["kappa"] != fit["kappa"]
+
+
+def test_balance_point_figure_shows_the_contention(regenerated):
+    _, done = regenerated
+    runs = done["balance-point"]["result"]["runs"]
+    h20 = runs["h20"]["points"]
+    assert 20 < runs["h20"]["B_star"] < 60
+    assert h20[0]["R_time"] < 0.5 and h20[-1]["R_time"] > 1.0
+    assert h20[-1]["batch"] > runs["h20"]["B_star"]
+    # Past B* the H20 ratio exceeds what the bandwidth-rich devices show at the same load.
+    assert h20[-1]["R_time"] > runs["h100"]["points"][-1]["R_time"] + 0.3
+    assert runs["h100"]["B_star"] == float("inf")
+    moe = done["balance-point"]["result"]["moe"]
+    assert min(moe.values()) > 10 * runs["h20"]["B_star_paper"]
+
+
+def test_command_only_and_errors(tmp_path, capsys):
+    assert run(["figures", "--out", str(tmp_path), "--only", "cost-model"]) == 0
+    assert (tmp_path / "fig1_cost_model.png").exists() and not (tmp_path / "README.md").exists()
+    assert "fig1_cost_model.png" in capsys.readouterr().out
+    assert run(["figures", "--out", str(tmp_path), "--only", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("costsim: error: unknown figure nope") and "\n" not in err
+
+
+def test_matplotlib_is_imported_only_when_drawing():
+    code = ("import sys, costsim.cli.main, costsim.figures, costsim.capacity; "
+            "print('matplotlib' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"
