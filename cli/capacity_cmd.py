@@ -178,7 +178,7 @@ def render(res: dict) -> str:
         if r["cell"].get("rate_is_lower_bound"):
             lines.append(f"{n}: the cell met the target at the highest rate the probes can judge; "
                          "a larger --tasks may show it sustains more (fewer replicas)")
-    srcs = {v for n in names for v in (P[n].get("price_sources") or {}).values()}
+    srcs = {v for n in names for v in (P[n].get("price_sources") or {}).values() if not v.startswith("no ")}
     for s in sorted(srcs):
         lines.append(f"price: {s}")
     lines += ["", "assumptions:"] + [f"  - {a}" for a in res["assumptions"]]

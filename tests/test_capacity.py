@@ -199,8 +199,12 @@ def test_parse_rate_and_seconds():
 def test_command_json_has_the_documented_keys(capsys):
     argv = ["capacity", "--strong", "qwen3-30b-a3b", "--weak", "qwen3-8b", "--strong-device", "h100",
             "--weak-device", "h100", "--p-accept", "0.8", "--K", "6", "--task-rate", "1/s",
-            "--latency-p95", "90s", "--tasks", "60", "--tolerance", "0.1", "--json"]
+            "--latency-p95", "90s", "--tasks", "60", "--tolerance", "0.1"]
     assert run(argv) == 0
+    text = capsys.readouterr().out
+    assert "strong replicas" in text and "latency p95 (s)" in text and "assumptions:" in text
+    assert "h100-sxm.toml" in text  # the price's source is printed
+    assert run(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for name in ("strong-only", "specagent"):
         p = out["protocols"][name]
