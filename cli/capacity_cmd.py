@@ -56,6 +56,10 @@ def capacity(
     rho: float = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
     verdict_tokens: int = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict."),
     tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, or lognormal:median,sigma."),
+    api: Optional[str] = typer.Option(None, "--api", help="edge-cloud protocols: API profile of the strong model [qwen3.5-397b-a17b]; priced per token."),
+    edge_device: Optional[str] = typer.Option(None, "--edge-device", help="edge-cloud protocols: the weak model's device [rtx-5090]."),
+    api_ttft: Optional[float] = typer.Option(None, "--api-ttft", help="edge-cloud protocols: API time to first token, s."),
+    api_tps: Optional[float] = typer.Option(None, "--api-tps", help="edge-cloud protocols: API output tokens/s."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random stream."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -89,7 +93,8 @@ def capacity(
                            strong_gpus=strong_gpus)
         work = _tasks(traces, tasks, seed)
         sc = Scenario(strong=s, weak=w, p=p_accept, K=K, p_dist=p_dist, protocols=names, rho=rho,
-                      verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed)
+                      verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed,
+                      api=api, edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps)
         from costsim.sim.run import validate
 
         validate(sc)
@@ -145,11 +150,14 @@ def render(res: dict) -> str:
         ("meets target", "meets_target", None),
         ("GPU-hours / 1k tasks", "gpu_hours_per_1k_tasks", "{:.2f}"),
         ("USD / 1k tasks", "cost_per_1k_tasks", "{:.2f}"),
+        ("  of which API", "api_cost_per_1k_tasks", "{:.2f}"),
         ("cell: strong + weak", None, None), ("cell: max tasks/s", None, None),
         ("uncontended p95 (s)", "uncontended_latency_p95_s", "{:.1f}"),
     ]
     lines = [f"Capacity for {res['task_rate_per_s']:.4g} tasks/s with task latency p95 <= {res['latency_p95_target_s']:g} s",
              "", f"{'':<26}" + "".join(f"{n:>{w}}" for n in names)]
+    if not any(P[n].get("api_cost_per_1k_tasks") for n in names):
+        rows = [r for r in rows if r[1] != "api_cost_per_1k_tasks"]
     for label, key, fmt in rows:
         cells = []
         for n in names:

@@ -222,3 +222,20 @@ def test_command_errors_are_one_line(capsys):
     assert err.startswith("costsim: error: --task-rate") and "\n" not in err
     assert run(["capacity", "--task-rate", "1/s", "--protocols", "nope", "--tasks", "20"]) == 2
     assert "unknown protocol" in capsys.readouterr().err
+
+
+def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
+    # edge-cloud: the strong model is an API (the provider scales), the weak model runs on the
+    # edge device (rtx-5090, priced in its profile); cost = GPU-hours + the API's token bill.
+    s, w = deps()
+    tasks = generate(40, seed=6, shape=SHORT)
+    sc = Scenario(strong=s, weak=w, api="glm-5")
+    res = cap.plan(tasks, sc, 0.1, ("edge-cloud", "cloud-strong-only"), cap.Search(latency_p95_s=600.0, rel_tol=0.2))
+    edge, cloud = res["protocols"]["edge-cloud"], res["protocols"]["cloud-strong-only"]
+    assert edge["strong_replicas"] == 0 and edge["weak_replicas"] >= 1 and edge["gpus"]["strong"] == 0
+    assert "rtx-5090.toml" in edge["price_sources"]["weak"]
+    assert cloud["strong_replicas"] == cloud["weak_replicas"] == 0 and res["cells"]["cloud-strong-only"].rate == math.inf
+    assert cloud["cost_per_1k_tasks"] == pytest.approx(cloud["api_cost_per_1k_tasks"]) and cloud["cost_per_1k_tasks"] > 0
+    gpu_part = edge["gpus"]["weak"] * edge["prices_per_gpu_hour_usd"]["weak"] * 1000 / 0.1 / 3600
+    assert edge["cost_per_1k_tasks"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks"])
+    assert 0 < edge["api_cost_per_1k_tasks"] < cloud["api_cost_per_1k_tasks"]
