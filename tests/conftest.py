@@ -1,6 +1,14 @@
 import json
+import os
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests with a fixed seed: a red build must be reproducible. Locally they
+# explore new examples on every run.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from costsim.profiles import Device, ModelSpec
 

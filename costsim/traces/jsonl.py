@@ -252,14 +252,15 @@ def parse_jsonl(text: str, name: str, strict: bool = False) -> ReadResult:
 def read_text(path) -> str:
     """A file's UTF-8 text, or a one-line :class:`TraceError` naming the file."""
     path = Path(path)
+    shown = str(path) if str(path).isprintable() else repr(str(path))  # one line, always
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
+        raise TraceError(f"{shown}: no such file") from None
     except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise TraceError(f"{shown}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+        raise TraceError(f"{shown}: cannot read: {e.strerror}") from None
 
 
 def read_jsonl(path, strict: bool = False) -> ReadResult:
