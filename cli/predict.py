@@ -68,7 +68,7 @@ def render(r: dict) -> str:
         f"  L_u  wall time / Strong-only                                   {r['L']:.3f}",
         f"  committed steps per review                                     {r['commits_per_review']:.2f} steps",
         f"  weak steps drafted per committed step                          {r['weak_steps_per_commit']:.2f} steps",
-        f"  strong calls per task ({r['steps_per_task']:g} committed steps)               "
+        f"  {'strong calls per task (' + format(r['steps_per_task'], 'g') + ' committed steps)':<63}"
         f"{r['strong_calls_per_task']:.2f} calls (Strong-only {r['strong_only_calls_per_task']:g})",
         f"  limits: R(p=0) = v/d + rho = {r['R_limit_p0']:.3f};  R(p→1) = v/(n d) = {r['R_limit_p1']:.3f}",
         f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
