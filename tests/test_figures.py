@@ -5,6 +5,7 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -134,5 +135,7 @@ def test_command_only_and_errors(tmp_path, capsys):
 def test_matplotlib_is_imported_only_when_drawing():
     code = ("import sys, costsim.cli.main, costsim.figures, costsim.capacity; "
             "print('matplotlib' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # Outside the checkout: "-c" puts the working directory first on sys.path.
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=tempfile.gettempdir())
     assert r.stdout.strip() == "False"
