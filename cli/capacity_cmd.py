@@ -63,6 +63,7 @@ def capacity(
     tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random stream."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's."),
 ):
     """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.
 
@@ -85,6 +86,8 @@ def capacity(
         raise UserError("--protocols is empty")
 
     from costsim import capacity as cap
+
+    from .simulate_cmd import calibration_fits
     from costsim.predict import deployments
     from costsim.sim import Latency, Scenario
 
@@ -94,7 +97,8 @@ def capacity(
         work = _tasks(traces, tasks, seed)
         sc = Scenario(strong=s, weak=w, p=p_accept, K=K, p_dist=p_dist, protocols=names, rho=rho,
                       verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed,
-                      api=api, edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps)
+                      api=api, edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps,
+                      calibration=calibration_fits(calibration))
         from costsim.sim.run import validate
 
         validate(sc)

@@ -34,6 +34,7 @@ RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model pe
 OUT = typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+CALIB = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's.")
 # The protocols beyond the paper's (docs/protocols.md).
 FA = typer.Option(0.0, "--false-accept", help="SpecAgent verifier: P(accept a bad step) [0].")
 FR = typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")
@@ -55,7 +56,7 @@ def simulate(
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
     strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
-    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
     escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
     api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
@@ -78,7 +79,7 @@ def replay(
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
     strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
-    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET,
+    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
     escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
     api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
@@ -126,7 +127,7 @@ def _run(tasks, o: dict, inputs: tuple):
                       escalation_span=o["escalation_span"], spec_hit_rate=o["spec_hit"],
                       self_spec_hit_rate=o["self_spec_hit"], api=o["api"], api_ttft_s=o["api_ttft"],
                       api_output_tps=o["api_tps"], edge_device=o["edge_device"],
-                      options=parse_options(o["option"]), **kw)
+                      options=parse_options(o["option"]), calibration=calibration_fits(o["calibration"]), **kw)
         with _progress(len(tasks) * len(sc.protocols), o["quiet"]) as advance:
             rows, result = report(tasks, sc, advance)
     except ValueError as e:
@@ -137,6 +138,18 @@ def _run(tasks, o: dict, inputs: tuple):
 
 
 API_BILLED = ("edge-cloud",)
+
+
+def calibration_fits(path):
+    """The measured endpoint fits of ``--calibration FILE`` for a Scenario (() without one)."""
+    if not path:
+        return ()
+    from costsim.calibration import CalibrationError, endpoint_fits, load_calibration
+
+    try:
+        return endpoint_fits(load_calibration(path))
+    except CalibrationError as e:
+        raise UserError(str(e)) from None
 
 
 def parse_options(items) -> tuple:

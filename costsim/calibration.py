@@ -35,6 +35,27 @@ class Calibration:
     raw: dict = field(default_factory=dict, compare=False)
 
 
+def endpoint_fits(cal: Calibration) -> tuple:
+    """``((which, prefill_s_per_token, decode_s_per_token, overhead_s), ...)`` for the measured
+    endpoints of a calibration file (its ``[weak]``/``[strong]`` tables), for the simulator."""
+    out = []
+    for which in ("strong", "weak"):
+        t = cal.raw.get(which)
+        if not isinstance(t, dict):
+            continue
+        try:
+            vals = tuple(float(t[k]) for k in ("prefill_s_per_token", "decode_s_per_token", "overhead_s"))
+        except (KeyError, TypeError, ValueError):
+            raise CalibrationError(f"{cal.path}: [{which}] needs prefill_s_per_token, decode_s_per_token "
+                                   "and overhead_s numbers") from None
+        if vals[0] <= 0 or vals[1] <= 0 or vals[2] < 0 or not all(math.isfinite(v) for v in vals):
+            raise CalibrationError(f"{cal.path}: [{which}] per-token times must be > 0 and the overhead >= 0")
+        out.append((which, *vals))
+    if not out:
+        raise CalibrationError(f"{cal.path}: no [weak] or [strong] endpoint fits to simulate with")
+    return tuple(out)
+
+
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration TOML file."""
     try:

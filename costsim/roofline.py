@@ -18,7 +18,7 @@ All functions broadcast numpy arrays.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -156,6 +156,21 @@ def coefficients(dep: Deployment) -> Coefficients:
         memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * dev.bandwidth_efficiency,
         comm_s_per_token=comm_tok, fixed_s=fixed,
     )
+
+
+def calibrated(coef: Coefficients, prefill_s_per_token: float, decode_s_per_token: float) -> Coefficients:
+    """Coefficients whose rates reproduce measured per-token times (``costsim calibrate``).
+
+    The effective compute rate is set so that prefilling one token takes
+    ``prefill_s_per_token`` and the memory rate so that a batch-1 decode iteration's weight read
+    takes ``decode_s_per_token``; overheads are then inside those rates (per-call overhead is
+    the caller's). Batch, context and expert-union effects still come from the roofline's shape.
+    """
+    if prefill_s_per_token <= 0 or decode_s_per_token <= 0:
+        raise ValueError("calibrated per-token times must be > 0")
+    return replace(coef, compute_rate=coef.flops_per_token / prefill_s_per_token,
+                   memory_rate=float(coef.weight_bytes(1.0)) / decode_s_per_token,
+                   comm_s_per_token=0.0, fixed_s=0.0)
 
 
 def weight_bytes_touched(dep: Deployment, tokens):

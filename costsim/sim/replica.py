@@ -57,15 +57,16 @@ class Replica:
     """One deployment serving requests with continuous batching.
 
     ``token_budget``: most tokens per iteration (vLLM's max_num_batched_tokens);
-    ``max_seqs``: most running sequences; ``rtt_s``: network round trip added to every call
-    by the caller (edge-cloud). Totals over the run: ``busy_s``, ``hbm_bytes``, ``flops``,
+    ``max_seqs``: most running sequences; ``rtt_s``: network round trip (and any fixed per-call
+    overhead) added to every call by the caller; ``coef``: cost coefficients other than the
+    deployment's roofline (e.g. calibrated from measurements). Totals over the run: ``busy_s``, ``hbm_bytes``, ``flops``,
     ``iterations``, and ``mean_batch`` (time-weighted running decode batch).
     """
 
     def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int = 8192,
-                 max_seqs: int = 256, rtt_s: float = 0.0):
+                 max_seqs: int = 256, rtt_s: float = 0.0, coef=None):
         self.env, self.deployment, self.name = env, deployment, name or deployment.model.name
-        self.coef = coefficients(deployment)
+        self.coef = coef or coefficients(deployment)  # or calibrated ones (roofline.calibrated)
         self.token_budget, self.max_seqs, self.rtt_s = token_budget, max_seqs, rtt_s
         self.queue: list[Request] = []
         self.busy_s = self.hbm_bytes = self.flops = self.batch_time = 0.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from .. import protocols
+from .. import protocols, roofline
 from ..profiles import Deployment
 from .acceptance import parse_p_dist
 from .agent import Latency, TaskRun
@@ -54,6 +54,9 @@ class Scenario:
     api_output_tps: float | None = None   # edge-cloud: None: the profile's, else 50 tokens/s
     edge_device: str | None = None        # edge-cloud: the weak model's local device (None: rtx-5090)
     options: tuple = ()                   # further protocol options: ((name, value), ...)
+    # Measured endpoints (`costsim calibrate`): ((which, prefill_s_per_token, decode_s_per_token,
+    # overhead_s), ...) for which in "strong", "weak"; replaces the roofline's times for them.
+    calibration: tuple = ()
 
 
 #: Scenario fields passed to every protocol as options (each takes those it knows).
@@ -122,9 +125,19 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     if make:
         strong, weak = make(env, sc)
     else:
-        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, sc.network_rtt_s)
+        cal = {which: (pre, dec, over) for which, pre, dec, over in sc.calibration}
+
+        def costs(which, dep):  # (coefficients, per-call overhead) of a measured endpoint
+            if which not in cal:
+                return None, 0.0
+            pre, dec, over = cal[which]
+            return roofline.calibrated(roofline.coefficients(dep), pre, dec), over
+
+        (sc_coef, s_over), (w_coef, w_over) = costs("strong", sc.strong), costs("weak", sc.weak)
+        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, sc.network_rtt_s + s_over, sc_coef)
                   for i in range(sc.strong_replicas)]
-        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
+        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_over, w_coef)
+                for i in range(sc.weak_replicas)]
     proc = protocols.get(name, **protocol_options(sc))
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
     rows = [None] * len(tasks)
