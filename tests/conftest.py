@@ -59,3 +59,19 @@ def costsim_argv() -> list[str]:
 
     script = Path(sys.executable).with_name("costsim")
     return [str(script)] if script.exists() else [shutil.which("costsim") or "costsim"]
+
+
+# An ideal memory-bound device: compute is free, no KV traffic, no overheads, so every engine
+# iteration costs exactly one pass over the weights (params_b seconds): the paper's pass counting.
+IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
+               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test",
+               bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
+
+
+def ideal(params_b):
+    """A dense model without KV cache on :data:`IDEAL`: one iteration = params_b seconds."""
+    from costsim.profiles import Deployment
+
+    m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
+                  num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
+    return Deployment(m, IDEAL, 1, "bf16")

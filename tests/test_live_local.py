@@ -8,10 +8,8 @@ absolute speed.
 
 import importlib.util
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -103,7 +101,7 @@ def test_calibrate_then_predict_and_validate_read_it(servers, tmp_path):
         assert isinstance(v[k], float) and math_finite(v[k])
     assert v["specagent"]["reviews"] >= 2 and v["strong_only"]["strong_calls"] == 6
     # Token counts are exact: the measured strong-token ratio follows from the realised reviews.
-    sa, so = v["specagent"], v["strong_only"]
+    sa = v["specagent"]
     expect = (sa["reviews"] * 4 + sa["rejections"] * 12) / sa["committed"] / 12
     assert v["strong_tokens_ratio_measured"] == pytest.approx(expect)
 

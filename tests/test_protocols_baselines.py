@@ -2,24 +2,11 @@
 computed by hand, and the paper's qualitative orderings from stated parameters."""
 
 import pytest
+from conftest import ideal
 
-from costsim.profiles import Deployment, Device, ModelSpec
 from costsim.sim import Latency, Scenario, simulate, summarize
 from costsim.traces.schema import Step, Task
 from costsim.traces.synthetic import generate
-
-# An ideal memory-bound device (as in test_sim): compute free, no KV traffic, no overheads, so
-# every engine iteration costs one pass over the weights, params_b seconds. A call that prefills
-# something and decodes d tokens takes 1 + d iterations.
-IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
-               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test",
-               bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
-
-
-def ideal(params_b):
-    m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
-                  num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
-    return Deployment(m, IDEAL, 1, "bf16")
 
 
 def task(kinds, verdicts=None, d=5, o=3, ctx=2):

@@ -6,11 +6,12 @@ import math
 import numpy as np
 import pytest
 import simpy
+from conftest import ideal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from costsim import formulas, roofline
-from costsim.profiles import Deployment, Device, ModelSpec, load_device, load_model
+from costsim.profiles import Deployment, load_device, load_model
 from costsim.sim import Replica, Scenario, simulate, summarize
 from costsim.traces.synthetic import Shape, generate
 
@@ -102,17 +103,6 @@ def test_replica_matches_naive_iteration_loop(arrivals, budget, max_seqs):
 
 # --- the simulator against the closed form ------------------------------------------------------
 
-# An ideal memory-bound device: compute is free, no KV traffic, no overheads, so one iteration
-# costs exactly one pass over the weights: the paper's pass counting.
-IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
-               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test",
-               bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
-
-
-def ideal(params_b):
-    m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
-                  num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
-    return Deployment(m, IDEAL, 1, "bf16")  # one pass = params_b seconds
 
 
 def ratio_within(ratio, want):
