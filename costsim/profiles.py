@@ -174,22 +174,32 @@ def _slug(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
+_KINDS = {"devices": ("hardware", Device), "apis": ("hardware", ApiEndpoint), "models": ("models", ModelSpec)}
+
+
+def _root(kind: str):
+    pkg = _KINDS[kind][0]
+    return data_dir(pkg) / "api" if kind == "apis" else data_dir(pkg)
+
+
+@cache
+def _read(kind: str, filename: str):
+    """One shipped profile file, parsed and validated (cached)."""
+    pkg, cls = _KINDS[kind]
+    try:
+        data = tomllib.loads((_root(kind) / filename).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{pkg}/{filename}: {e}") from None
+    return _build(cls, data, f"{pkg}/{filename}")
+
+
 @cache
 def _catalogue(kind: str) -> dict:
-    """name -> (profile, aliases) for every shipped profile of ``kind`` (devices/apis/models)."""
-    pkg, cls = {"devices": ("hardware", Device), "apis": ("hardware", ApiEndpoint),
-                "models": ("models", ModelSpec)}[kind]
-    root = data_dir(pkg)
-    if kind == "apis":
-        root = root / "api"
+    """name -> profile for every shipped profile of ``kind`` (devices/apis/models)."""
     out = {}
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+    for entry in sorted(_root(kind).iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
-            try:
-                data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as e:
-                raise ProfileError(f"{pkg}/{entry.name}: {e}") from None
-            prof = _build(cls, data, f"{pkg}/{entry.name}")
+            prof = _read(kind, entry.name)
             out[prof.name] = prof
     return out
 
@@ -209,8 +219,12 @@ def names(kind: str) -> list[str]:
 
 
 def _lookup(kind: str, name: str, label: str):
-    idx = _index(kind)
     key = _slug(name)
+    if (_root(kind) / f"{key}.toml").is_file():  # a profile's name is its file's: read just that
+        prof = _read(kind, f"{key}.toml")
+        if prof.name == key:
+            return prof
+    idx = _index(kind)
     prof = idx.get(key) or idx.get(key.replace("-", ""))
     if prof is None:
         raise ProfileError(f"unknown {label} {name!r}; known: {', '.join(names(kind))}")
