@@ -125,20 +125,23 @@ def break_even_kappa(p, n, v_over_d, rho):
     return (1.0 - R(p, n, v_over_d, rho)) / weak_steps_per_commit(p, n)
 
 
-def best_K(p, v_over_d, rho, kappa, K_max=64, objective="L"):
+def best_K(p, v_over_d, rho, kappa, K_max=64, objective="L", write_rate=None):
     """The chunk length K in 1..K_max that minimises L_u (default) or R_u, and that minimum.
 
     R_u alone always prefers the longest chunk; L_u trades review amortisation against wasted
-    weak drafting. Returns ``(K, value)`` broadcast over the inputs.
+    weak drafting. With ``write_rate`` the renewal form (:func:`renewal_R_L`) is minimised
+    instead (scalar inputs). Returns ``(K, value)`` broadcast over the inputs.
     """
+    if objective not in ("L", "R"):
+        raise ValueError(f"objective must be 'L' or 'R', not {objective!r}")
+    if write_rate is not None:
+        vals = [float(renewal_R_L(p, k, write_rate, v_over_d, rho, kappa)[objective == "L"])
+                for k in range(1, int(K_max) + 1)]
+        i = int(np.argmin(vals))
+        return i + 1, vals[i]
     K = np.arange(1, int(K_max) + 1, dtype=float)
     args = [np.expand_dims(_arr(a), -1) for a in (p, v_over_d, rho, kappa)]
-    if objective == "L":
-        vals = L(args[0], K, args[1], args[2], args[3])
-    elif objective == "R":
-        vals = R(args[0], K, args[1], args[2])
-    else:
-        raise ValueError(f"objective must be 'L' or 'R', not {objective!r}")
+    vals = L(args[0], K, args[1], args[2], args[3]) if objective == "L" else R(args[0], K, args[1], args[2])
     i = np.argmin(vals, axis=-1)
     return K[i].astype(int), np.take_along_axis(vals, i[..., None], -1)[..., 0]
 

@@ -141,7 +141,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         cpr = formulas.commits_per_review(p, K)
     else:
         R_, L_ = rr["R"], rr["L"]
-        best_k, best_L = _best_K_renewal(p, write_rate, vd, rho_, kap)
+        best_k, best_L = formulas.best_K(p, vd, rho_, kap, write_rate=write_rate)
         # L is linear in kappa: L = R + kappa * w, so L = 1 at kappa = (1 - R) / w.
         bek = (1.0 - R_) / (rr["weak_steps_per_cycle"] / rr["commits_per_cycle"])
         cpr = rr["reviewed_commit_fraction"] / reviews_per_commit
@@ -206,9 +206,3 @@ def _weak_share(pp, cur):
     """Weak drafting cost of one step relative to a Strong-only step, in currency ``cur``."""
     f = {"hbm": "hbm_bytes", "flops": "flops"}[cur]
     return float(getattr(pp.weak_step, f) / getattr(pp.strong_step, f))
-
-
-def _best_K_renewal(p, q, vd, rho, kappa, K_max=64):
-    vals = [float(formulas.renewal_R_L(p, k, q, vd, rho, kappa)[1]) for k in range(1, K_max + 1)]
-    i = int(np.argmin(vals))
-    return i + 1, vals[i]

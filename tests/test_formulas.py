@@ -209,3 +209,9 @@ def test_api_cost_ratio_by_hand():
     review = 1.0 * 300 + 0.1 * 700 + 4.0 * 10
     assert ratio == pytest.approx(review / 2 / base)
     assert out_ratio == pytest.approx(10 / 2 / 100)
+
+
+def test_best_K_with_write_rate_minimises_the_renewal_form():
+    K, val = F.best_K(0.9, 0.1, 1.0, 0.2, K_max=20, write_rate=0.15)
+    Ls = [float(F.renewal_R_L(0.9, k, 0.15, 0.1, 1.0, 0.2)[1]) for k in range(1, 21)]
+    assert val == pytest.approx(min(Ls)) and Ls[K - 1] == pytest.approx(min(Ls))
