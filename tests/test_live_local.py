@@ -74,10 +74,13 @@ def test_calibrate_then_predict_and_validate_read_it(servers, tmp_path):
     res = json.loads(r.stdout)
     for role in ("weak", "strong"):
         f = res["fits"][role]
-        assert f["decode_s_per_token"] > 0 and f["prefill_s_per_token"] > 0
+        # Decode dominates and is always resolved; the weak model's prefill (~0.3 ms/token) can
+        # drown in a busy machine's noise, so it is only known not to be negative.
+        assert f["decode_s_per_token"] > 0 and f["prefill_s_per_token"] >= 0
         assert f["ci95"]["decode_s_per_token"][0] <= f["decode_s_per_token"] <= f["ci95"]["decode_s_per_token"][1]
         assert res["server"][role]["flavor"] == "llamacpp"
         assert "decode_s_per_token" in res["server"][role] and res["forced_decode"][role] is True
+    assert res["fits"]["strong"]["prefill_s_per_token"] > 0
     # The weak model is ~5x smaller: its steps are faster.
     assert 0 < res["ratios"]["time"]["kappa"] < 1
 

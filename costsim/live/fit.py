@@ -94,7 +94,11 @@ def fit_endpoint(rows: list[dict]) -> EndpointFit:
     # slows a call by a factor), so each shape's *relative* error counts alike.
     wt = 1.0 / np.maximum(y, 1e-12)
     Xw, yw = X * wt[:, None], y * wt
-    beta, *_ = np.linalg.lstsq(Xw, yw, rcond=None)
+    # Times cannot be negative: bounded least squares (on a noisy machine a tiny prefill cost
+    # can otherwise fit below zero). With no bound active this is ordinary least squares.
+    from scipy.optimize import lsq_linear
+
+    beta = lsq_linear(Xw, yw, bounds=(0.0, np.inf), method="bvls").x
     resid = y - X @ beta
     rw = yw - Xw @ beta
     dof = len(y) - 3
