@@ -12,8 +12,8 @@ import typer
 
 from . import capacity_cmd as _capacity
 from . import figures_cmd as _figures
-from . import predict as _predict
 from . import live_cmd as _live
+from . import predict as _predict
 from . import profiles_cmd as _profiles
 from . import roofline_cmd as _roofline
 from . import simulate_cmd as _simulate
@@ -29,19 +29,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+# The analytic model, then the simulator, then live mode, then data.
 app.command("predict")(_predict.predict)
 app.command("roofline")(_roofline.roofline)
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
-app.command("sweep")(_sweep.sweep)
 app.command("capacity")(_capacity.capacity)
+app.command("sweep")(_sweep.sweep)
 app.command("figures")(_figures.figures)
-app.add_typer(_profiles.hardware_app, name="hardware")
 app.command("calibrate")(_live.calibrate)
 app.command("validate")(_live.validate)
 app.command("serve-local")(_live.serve_local)
-app.add_typer(_profiles.models_app, name="models")
 app.add_typer(_traces.traces_app, name="traces")
+app.add_typer(_profiles.hardware_app, name="hardware")
+app.add_typer(_profiles.models_app, name="models")
 
 
 def main(argv: list[str] | None = None) -> int:
