@@ -88,6 +88,28 @@ class Coefficients:
         seconds = (bound_s + self.comm_s_per_token * tokens + self.fixed_s) * busy
         return Cost(seconds, hbm, flops, compute_s, memory_s)
 
+    def prefill_chunk(self, tokens, context) -> Cost:
+        """One iteration prefilling ``tokens`` new tokens after ``context`` cached ones: each new
+        token attends to the context and, causally, to half the new tokens."""
+        return self.cost(tokens, tokens * (context + tokens / 2.0), context * (tokens > 0))
+
+    def solo_call(self, prefill: int, context: int, decode: int, token_budget: int) -> tuple:
+        """``(seconds, hbm_bytes, flops)`` of one call on an otherwise idle replica: its prefill
+        in iterations of at most ``token_budget`` tokens, then ``decode`` iterations at batch 1.
+        What the simulator's replica charges an uncontended call (its test checks they agree)."""
+        secs = hbm = flops = 0.0
+        while True:
+            t = min(prefill, token_budget)
+            c = self.prefill_chunk(t, context)
+            secs, hbm, flops = secs + c.seconds, hbm + c.hbm_bytes, flops + c.flops
+            prefill, context = prefill - t, context + t
+            if prefill <= 0:
+                break
+        if decode > 0:
+            s, h, f = self.decode_run(1, context, decode)
+            secs, hbm, flops = secs + s, hbm + h, flops + f
+        return float(secs), float(hbm), float(flops)
+
     def decode_run(self, batch: float, context_sum: float, m: int):
         """Totals of ``m`` consecutive decode iterations of ``batch`` sequences whose contexts
         sum to ``context_sum`` at the first and grow by one token each per iteration.

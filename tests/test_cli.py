@@ -156,6 +156,19 @@ def test_simulate_json_shape_and_bracket(capsys, tmp_path):
     assert df[df.protocol == "specagent"]["strong_calls"].mean() == pytest.approx(spec["strong_calls_per_task"]["mean"])
 
 
+def test_the_issues_default_simulation_brackets_its_closed_form(capsys):
+    # Issue 3's "done when": SpecAgent's simulated R and L bracket the closed form (the exact
+    # twin on the same fixed paths; the paper's renewal form does not hold there).
+    r = run_json(capsys, "simulate", "-p", "0.8", "--K", "6", "--tasks", "2000", "--seed", "1", "--quiet")
+    cf, spec = r["closed_form"], r["protocols"]["specagent"]
+    assert cf["method"] == "exact" and cf["protocol"] == "specagent"
+    for metric in ("R", "L"):
+        lo, hi = spec[metric]["ci95"]
+        assert lo <= cf[metric] <= hi, (metric, cf[metric], lo, hi)
+    assert cf["exact"]["specagent"]["strong_calls_per_task"] == pytest.approx(
+        spec["strong_calls_per_task"]["mean"], abs=spec["strong_calls_per_task"]["ci95"][1] - spec["strong_calls_per_task"]["mean"])
+
+
 def test_replay_shipped_trace_and_refuse_overwriting_it(capsys, tmp_path):
     r = run_json(capsys, "replay", "tau2-airline", "-p", "0.8", "--K", "6")
     so, spec = r["protocols"]["strong-only"], r["protocols"]["specagent"]

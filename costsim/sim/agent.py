@@ -29,6 +29,11 @@ class Latency:
     seconds: float = 0.0
     sigma: float = 0.0
 
+    @property
+    def mean(self) -> float:
+        """Expected seconds: the median times exp(sigma²/2) for a lognormal."""
+        return self.seconds * float(np.exp(self.sigma**2 / 2.0)) if self.seconds > 0 else 0.0
+
     def sample(self, rng: np.random.Generator) -> float:
         if self.seconds <= 0:
             return 0.0

@@ -115,7 +115,7 @@ class Replica:
             # The uncontended call, the common case: its whole prefill, then all its decodes.
             r = queue[0]
             t = r.prefill_left
-            c = coef.cost(t, t * (r.context + t / 2.0), r.context if t else 0)
+            c = coef.prefill_chunk(t, r.context)
             ep.chunks, ep.mixed_cost, ep.mixed_s = [(r, t)], c, float(c.seconds)
             if r.decode_left > 0:
                 ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left

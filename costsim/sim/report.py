@@ -6,18 +6,49 @@ import numpy as np
 
 from .. import formulas, roofline
 from ..traces.stats import chunk_distribution, chunks
+from . import twin
 from .metrics import summarize
 from .run import Scenario, simulate
 
 
 def closed_form(tasks, sc: Scenario) -> dict:
-    """The analytic twin of a simulation, from :mod:`costsim.formulas` (renewal form) over the
+    """The analytic twins of a simulation, beside the simulated values.
+
+    ``R`` and ``L`` (and ``exact``: every ratio, for every protocol with a twin) are the exact
+    expectations of :mod:`costsim.sim.twin` on the tasks' own fixed paths — what a one-session
+    simulation estimates. Where the scenario has no exact twin (correlated verdicts, verifier
+    errors, generative paths) they are the renewal form's, and ``exact`` says why not.
+    ``renewal`` is the paper's cost model over the same tasks: see :func:`renewal_form`.
+    """
+    renewal = renewal_form(tasks, sc)
+    out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "renewal": renewal}
+    why = twin.unavailable(tasks, sc)
+    spec = next((n for n in sc.protocols if n.startswith("specagent")), "specagent")
+    if why:
+        out["exact"] = {"unavailable": why}
+        out["assumption"] = f"renewal form (no exact twin: {why}): " + renewal["assumption"]
+        return out
+    exact = twin.ratios(tasks, sc)
+    if spec in exact:
+        out.update(R=exact[spec]["R"], L=exact[spec]["L"], method="exact", protocol=spec)
+    out["exact"] = exact
+    contended = sc.sessions > 1 or sc.arrival_rate
+    out["assumption"] = ("exact expectation on the tasks' fixed paths: one task at a time on idle "
+                         "replicas (roofline costs per call), independent verdicts, mean latencies"
+                         + (" — the simulation shares replicas, so it may differ" if contended else ""))
+    return out
+
+
+def renewal_form(tasks, sc: Scenario) -> dict:
+    """The paper's cost model over the tasks: :mod:`costsim.formulas` (renewal form) over the
     tasks' own chunk-length distribution (every draft accepted), independent acceptance at p.
 
     ``R`` and ``L`` take v/d, rho and kappa from the roofline for the tasks' mean step and
     observation lengths and median context, uncontended (batch 1): R in strong HBM bytes, L in
     time — the currencies the simulator measures. ``R_passes`` and ``L_passes`` are the
-    paper's pass counting (v = 1 prefill pass + verdict tokens, d = mean step tokens).
+    paper's pass counting (v = 1 prefill pass + verdict tokens, d = mean step tokens). It
+    assumes a rejected chunk is redrawn (a fixed path drafts and reviews its steps again), one
+    context for every step, and whole chunks: see :mod:`costsim.sim.twin` for the exact value.
     """
     steps = [s for t in tasks for s in t.steps]
     d = float(np.mean([s.output_tokens for s in steps]))

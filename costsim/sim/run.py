@@ -106,6 +106,22 @@ def validate(sc: Scenario) -> None:
             raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}")
 
 
+def replica_costs(sc: Scenario):
+    """``((coefficients, seconds added to each call), ...)`` of the scenario's strong and weak
+    replicas: the roofline's, or a measured endpoint's (``sc.calibration``) with its per-call
+    overhead; strong calls also pay the network round trip."""
+    cal = {which: (pre, dec, over) for which, pre, dec, over in sc.calibration}
+    out = []
+    for which, dep, rtt in (("strong", sc.strong, sc.network_rtt_s), ("weak", sc.weak, 0.0)):
+        coef = roofline.coefficients(dep)
+        if which in cal:
+            pre, dec, over = cal[which]
+            out.append((roofline.calibrated(coef, pre, dec), rtt + over))
+        else:
+            out.append((coef, rtt))
+    return tuple(out)
+
+
 def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
     """Rows (dicts) of per-task metrics for every protocol of the scenario, in task order.
 
@@ -125,18 +141,10 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     if make:
         strong, weak = make(env, sc)
     else:
-        cal = {which: (pre, dec, over) for which, pre, dec, over in sc.calibration}
-
-        def costs(which, dep):  # (coefficients, per-call overhead) of a measured endpoint
-            if which not in cal:
-                return None, 0.0
-            pre, dec, over = cal[which]
-            return roofline.calibrated(roofline.coefficients(dep), pre, dec), over
-
-        (sc_coef, s_over), (w_coef, w_over) = costs("strong", sc.strong), costs("weak", sc.weak)
-        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, sc.network_rtt_s + s_over, sc_coef)
+        (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
+        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, s_call_s, s_coef)
                   for i in range(sc.strong_replicas)]
-        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_over, w_coef)
+        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_call_s, w_coef)
                 for i in range(sc.weak_replicas)]
     proc = protocols.get(name, **protocol_options(sc))
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
