@@ -79,6 +79,11 @@ class Coefficients:
         return (self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens)) * (tokens > 0)
 
     def cost(self, tokens, pairs, kv_read_tokens) -> Cost:
+        return Cost(*self.terms(tokens, pairs, kv_read_tokens))
+
+    def terms(self, tokens, pairs, kv_read_tokens) -> tuple:
+        """The iteration's ``(seconds, hbm_bytes, flops, compute_s, memory_s)``: :meth:`cost`
+        as a plain tuple, for the simulator's hot path on Python floats."""
         flops = self.flops_per_token * tokens + self.flops_per_pair * pairs
         hbm = self.weight_bytes(tokens) + self.kv_bytes_per_token * (kv_read_tokens + tokens)
         compute_s, memory_s = flops / self.compute_rate, hbm / self.memory_rate
@@ -86,12 +91,12 @@ class Coefficients:
         # max(a, b) written with abs() so that Python floats (the simulator) skip numpy.
         bound_s = (compute_s + memory_s + abs(compute_s - memory_s)) / 2.0
         seconds = (bound_s + self.comm_s_per_token * tokens + self.fixed_s) * busy
-        return Cost(seconds, hbm, flops, compute_s, memory_s)
+        return seconds, hbm, flops, compute_s, memory_s
 
-    def prefill_chunk(self, tokens, context) -> Cost:
-        """One iteration prefilling ``tokens`` new tokens after ``context`` cached ones: each new
-        token attends to the context and, causally, to half the new tokens."""
-        return self.cost(tokens, tokens * (context + tokens / 2.0), context * (tokens > 0))
+    def prefill_chunk(self, tokens, context) -> tuple:
+        """:meth:`terms` of one iteration prefilling ``tokens`` new tokens after ``context``
+        cached ones: each new token attends to the context and, causally, to half the new ones."""
+        return self.terms(tokens, tokens * (context + tokens / 2.0), context * (tokens > 0))
 
     def solo_call(self, prefill: int, context: int, decode: int, token_budget: int) -> tuple:
         """``(seconds, hbm_bytes, flops)`` of one call on an otherwise idle replica: its prefill
@@ -100,8 +105,8 @@ class Coefficients:
         secs = hbm = flops = 0.0
         while True:
             t = min(prefill, token_budget)
-            c = self.prefill_chunk(t, context)
-            secs, hbm, flops = secs + c.seconds, hbm + c.hbm_bytes, flops + c.flops
+            s, h, f = self.prefill_chunk(t, context)[:3]
+            secs, hbm, flops = secs + s, hbm + h, flops + f
             prefill, context = prefill - t, context + t
             if prefill <= 0:
                 break
@@ -144,15 +149,19 @@ class Coefficients:
 
     @staticmethod
     def _sum_max(c0, c1, m0, m1, s, e):
-        """sum_{i=s}^{e-1} max(c0 + c1 i, m0 + m1 i)."""
-        def lin(a, b, s, e):
-            return (e - s) * a + b * (s + e - 1) * (e - s) / 2.0 if e > s else 0.0
+        """sum_{i=s}^{e-1} max(c0 + c1 i, m0 + m1 i): the two lines cross once at most, so it
+        is two arithmetic series (written out: this is the simulator's innermost loop)."""
+        if e <= s:
+            return 0.0
         if c1 == m1:
-            return lin(max(c0, m0), c1, s, e)
+            a = c0 if c0 > m0 else m0
+            return (e - s) * a + c1 * (s + e - 1) * (e - s) / 2.0
         k = min(max(math.ceil((m0 - c0) / (c1 - m1)), s), e)  # first i where the faster-growing line leads
-        if c1 > m1:
-            return lin(m0, m1, s, k) + lin(c0, c1, k, e)
-        return lin(c0, c1, s, k) + lin(m0, m1, k, e)
+        if c1 < m1:  # c leads before k, m from k on
+            c0, c1, m0, m1 = m0, m1, c0, c1
+        # m leads on [s, k), c on [k, e)
+        return ((k - s) * m0 + m1 * (s + k - 1) * (k - s) / 2.0
+                + (e - k) * c0 + c1 * (k + e - 1) * (e - k) / 2.0)
 
 
 @cache

@@ -20,6 +20,11 @@ EXTRA_COUNTERS = (
     "false_accepts", "false_rejects", "irreversible_errors",
 )
 
+_KEYS = {who: tuple(f"{who}_{c}" for c in COUNTERS) for who in ("strong", "weak")}
+_ROW = {k: 0.0 for keys in _KEYS.values() for k in keys}  # a task's row before it starts
+_ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
+_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
+
 
 @dataclass(frozen=True)
 class Latency:
@@ -69,9 +74,7 @@ class TaskRun:
         self.env, self.task, self.strong, self.weak = env, task, strong, weak
         self.acceptance, self.rng = acceptance, rng
         self.tool_latency, self.user_latency = tool_latency, user_latency
-        self.row = {f"{who}_{c}": 0.0 for who in ("strong", "weak") for c in COUNTERS}
-        self.row.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
-        self.row.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
+        self.row = _ROW.copy()
         self.start = env.now
 
     def call(self, who: str, prefill: int, context: int, decode: int):
@@ -81,13 +84,13 @@ class TaskRun:
             yield self.env.timeout(rep.rtt_s)
         req = rep.submit(prefill, context, decode)
         yield req.done
-        row = self.row
-        row[f"{who}_calls"] += 1
-        row[f"{who}_prefill_tokens"] += prefill
-        row[f"{who}_decode_tokens"] += decode
-        row[f"{who}_hbm_bytes"] += req.hbm_bytes
-        row[f"{who}_flops"] += req.flops
-        row[f"{who}_busy_s"] += req.busy_s
+        row, (calls, pre, dec, hbm, flops, busy) = self.row, _KEYS[who]
+        row[calls] += 1
+        row[pre] += prefill
+        row[dec] += decode
+        row[hbm] += req.hbm_bytes
+        row[flops] += req.flops
+        row[busy] += req.busy_s
         return req
 
     def execute(self, step):

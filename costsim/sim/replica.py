@@ -14,12 +14,16 @@ uncontended call costs two SimPy events (the epoch's end and the caller's wake-u
 Costs are attributed to requests exactly for FLOPs and KV bytes, and by token share for
 weight bytes and busy time. Running requests are settled when they finish (a heap keyed by
 the iteration they finish in, and running sums), so an epoch costs O(1) whatever the batch.
+A call that finds the replica idle (one session's every call) takes a shorter road to the same
+numbers: its epoch is its own, so it is charged all of it (``Coefficients.solo_call``).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+
+from simpy import Event, Timeout
 
 from ..profiles import Deployment
 from ..roofline import coefficients
@@ -35,7 +39,7 @@ class Request:
     def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
         self.prefill_left, self.context, self.decode_left = prefill_tokens, context, decode_tokens
-        self.done = env.event()
+        self.done = Event(env)
         self.submitted, self.finished = env.now, None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
@@ -45,12 +49,13 @@ class _Epoch:
     """A planned stretch of work: an optional mixed iteration, then ``m`` decode iterations of
     ``B`` sequences whose contexts sum to ``ctx_sum`` at the first of them."""
 
-    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run")
+    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run", "solo")
 
     def __init__(self, start):
         self.start, self.chunks, self.mixed_s, self.mixed_cost = start, [], 0.0, None
         self.B, self.ctx_sum, self.m, self.live = 0, 0, 0, True
         self.run = (0.0, 0.0, 0.0)  # decode-run totals: seconds, HBM bytes, FLOPs
+        self.solo = None  # the one request of an uncontended call, settled without the heap
 
 
 class Replica:
@@ -92,8 +97,11 @@ class Replica:
         req = Request(self.env, prefill_tokens, context, decode_tokens)
         self.queue.append(req)
         ep = self._epoch
-        if ep is None:
-            self._plan()
+        if ep is None:  # idle: nobody running, nobody queued
+            if prefill_tokens <= self.token_budget:
+                self._start_solo(req)
+            else:
+                self._plan()
         elif ep.start == self.env.now:  # nothing ran yet: plan again with everyone who came
             ep.live = False
             self._plan()
@@ -108,21 +116,12 @@ class Replica:
         if not B and not queue:
             self._epoch = None
             return
+        if not B and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
+            self._start_solo(queue[0])
+            return
         coef = self.coef
         ep = _Epoch(self.env.now)
         ctx_run = self._ctx_sum
-        if not B and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
-            # The uncontended call, the common case: its whole prefill, then all its decodes.
-            r = queue[0]
-            t = r.prefill_left
-            c = coef.prefill_chunk(t, r.context)
-            ep.chunks, ep.mixed_cost, ep.mixed_s = [(r, t)], c, float(c.seconds)
-            if r.decode_left > 0:
-                ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left
-                ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
-            self._epoch = ep
-            self._schedule(ep, ep.mixed_s + ep.run[0])
-            return
         if queue and B < self.max_seqs:
             budget, seats = max(self.token_budget - B, 1), self.max_seqs - B
             T = pairs = kv_read = 0
@@ -136,8 +135,8 @@ class Replica:
                 kv_read += req.context if t else 0
                 budget -= t
                 seats -= 1
-            c = coef.cost(B + T, ctx_run + pairs, ctx_run + kv_read)
-            ep.mixed_cost, ep.mixed_s = c, float(c.seconds)
+            ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read)
+            ep.mixed_s = ep.mixed_cost[0]
             # Fuse the decode run only if nobody finishes in the mixed iteration (they must be
             # released at its end) and nobody is left queued.
             done_prefill = [(r, t) for r, t in ep.chunks if t >= r.prefill_left]
@@ -156,9 +155,23 @@ class Replica:
         self._epoch = ep
         self._schedule(ep, ep.mixed_s + ep.run[0])
 
+    def _start_solo(self, r):
+        """The uncontended call, the common case: one epoch of its whole prefill (one
+        iteration) and then all its decode iterations."""
+        coef, t = self.coef, r.prefill_left
+        ep = _Epoch(self.env.now)
+        ep.chunks, ep.solo = [(r, t)], r
+        ep.mixed_cost = pre = coef.prefill_chunk(t, r.context)
+        ep.mixed_s = pre[0]
+        if r.decode_left > 0:
+            ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left
+            ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
+        self._epoch = ep
+        Timeout(self.env, ep.mixed_s + ep.run[0], ep).callbacks.append(self._end)
+
     def _schedule(self, ep, secs):
-        t = self.env.timeout(max(secs - (self.env.now - ep.start), 0.0))
-        t.callbacks.append(lambda _e, ep=ep: self._end(ep))
+        t = self.env.timeout(max(secs - (self.env.now - ep.start), 0.0), ep)
+        t.callbacks.append(self._end)
 
     def _cut_short(self, ep):
         """An arrival during ``ep``: stop after the iteration in flight, then replan."""
@@ -171,7 +184,7 @@ class Replica:
         if m == ep.m:
             return
         ep.live = False
-        new = _Epoch(ep.start)
+        new = _Epoch(ep.start)  # not solo: the arrival is settled with the general rule
         new.chunks, new.mixed_s, new.mixed_cost = ep.chunks, ep.mixed_s, ep.mixed_cost
         new.B, new.ctx_sum, new.m = ep.B, ep.ctx_sum, m
         if m:
@@ -181,8 +194,12 @@ class Replica:
 
     # --- completion -----------------------------------------------------------------------
 
-    def _end(self, ep):
+    def _end(self, event):
+        ep = event._value
         if not ep.live:
+            return
+        if ep.solo is not None:
+            self._end_solo(ep)
             return
         finished = []
         if ep.mixed_cost is not None:
@@ -198,13 +215,39 @@ class Replica:
         for r in finished:
             r.finished = now
             r.done.succeed(r)
-        self._plan()
+        self._next()
+
+    def _end_solo(self, ep):
+        """The end of an uncontended call's epoch: the request had the replica to itself, so it
+        is charged the whole of it (what the general rule gives, without the bookkeeping)."""
+        r, (pre_s, pre_hbm, pre_flops) = ep.solo, ep.mixed_cost[:3]
+        run_s, run_hbm, run_flops = ep.run
+        self.busy_s += pre_s + run_s
+        self.hbm_bytes += pre_hbm + run_hbm
+        self.flops += pre_flops + run_flops
+        self.batch_time += run_s
+        self.iterations += 1 + ep.m
+        r.busy_s += pre_s + run_s  # += : a long prompt's first chunks may have been charged
+        r.hbm_bytes += pre_hbm + run_hbm
+        r.flops += pre_flops + run_flops
+        r.context += r.prefill_left + ep.m
+        r.prefill_left = r.decode_left = 0
+        del self.queue[0]  # r: it was alone when planned; later arrivals queue behind it
+        r.finished = self.env.now
+        r.done.succeed(r)
+        self._next()
+
+    def _next(self):
+        if self.queue or self._running:
+            self._plan()
+        else:
+            self._epoch = None
 
     def _apply_mixed(self, ep, finished):
         coef, c, secs = self.coef, ep.mixed_cost, ep.mixed_s
         B = len(self._running)
         tokens = B + sum(t for _, t in ep.chunks)
-        self._account(secs, float(c.hbm_bytes), float(c.flops), B, 1)
+        self._account(secs, c[1], c[2], B, 1)
         tokens = tokens or 1
         wshare = float(coef.weight_bytes(tokens)) / tokens
         self._acc_w += wshare

@@ -152,7 +152,7 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
 
     def one(i):
         task = tasks[i]
-        rng = np.random.default_rng(seeds[i])
+        rng = LazyGenerator(seeds[i])
         tr = TaskRun(env, task, strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
                      rng, sc.tool_latency, sc.user_latency)
         yield from proc(tr, task)
@@ -179,9 +179,26 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
             env.process(session())
     env.run()
     horizon = env.now
+    run_wide = {"strong_mean_batch": float(np.mean([s.mean_batch for s in strong])),
+                "weak_mean_batch": float(np.mean([w.mean_batch for w in weak])),
+                "strong_utilisation": float(sum(s.busy_s for s in strong) / (horizon * len(strong))) if horizon else 0.0,
+                "makespan_s": horizon}
     for r in rows:
-        r["strong_mean_batch"] = float(np.mean([s.mean_batch for s in strong]))
-        r["weak_mean_batch"] = float(np.mean([w.mean_batch for w in weak]))
-        r["strong_utilisation"] = float(sum(s.busy_s for s in strong) / (horizon * len(strong))) if horizon else 0.0
-        r["makespan_s"] = horizon
+        r.update(run_wide)
     return rows
+
+
+class LazyGenerator:
+    """A task's ``numpy.random.Generator`` from its SeedSequence, made on first use: many tasks
+    draw nothing (Strong-only without latencies; SpecAgent without a review), and making one
+    costs as much as simulating a few steps. Draws are those of the generator itself."""
+
+    __slots__ = ("_seed", "_gen")
+
+    def __init__(self, seed: np.random.SeedSequence):
+        self._seed, self._gen = seed, None
+
+    def __getattr__(self, name):
+        if self._gen is None:
+            self._gen = np.random.default_rng(self._seed)
+        return getattr(self._gen, name)
