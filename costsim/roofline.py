@@ -124,7 +124,7 @@ class Coefficients:
         ``(seconds, hbm_bytes, flops)``.
         """
         c0, c1, m0, m1, extra = self._decode_lines(batch, context_sum)
-        return (self._sum_max(c0, c1, m0, m1, 0, m) + extra * m,
+        return (self._sum_max(c0, c1, m0, m1, m) + extra * m,
                 (m0 * m + m1 * m * (m - 1) / 2.0) * self.memory_rate,
                 (c0 * m + c1 * m * (m - 1) / 2.0) * self.compute_rate)
 
@@ -134,7 +134,7 @@ class Coefficients:
         lo, hi = 0, m
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self._sum_max(c0, c1, m0, m1, 0, mid) + extra * mid <= seconds:
+            if self._sum_max(c0, c1, m0, m1, mid) + extra * mid <= seconds:
                 lo = mid
             else:
                 hi = mid - 1
@@ -148,20 +148,18 @@ class Coefficients:
         return c0, c1, m0, m1, self.comm_s_per_token * B + self.fixed_s
 
     @staticmethod
-    def _sum_max(c0, c1, m0, m1, s, e):
-        """sum_{i=s}^{e-1} max(c0 + c1 i, m0 + m1 i): the two lines cross once at most, so it
+    def _sum_max(c0, c1, m0, m1, e):
+        """sum_{i=0}^{e-1} max(c0 + c1 i, m0 + m1 i): the two lines cross once at most, so it
         is two arithmetic series (written out: this is the simulator's innermost loop)."""
-        if e <= s:
+        if e <= 0:
             return 0.0
         if c1 == m1:
-            a = c0 if c0 > m0 else m0
-            return (e - s) * a + c1 * (s + e - 1) * (e - s) / 2.0
-        k = min(max(math.ceil((m0 - c0) / (c1 - m1)), s), e)  # first i where the faster-growing line leads
+            return e * (c0 if c0 > m0 else m0) + c1 * e * (e - 1) / 2.0
+        k = min(max(math.ceil((m0 - c0) / (c1 - m1)), 0), e)  # first i where the faster-growing line leads
         if c1 < m1:  # c leads before k, m from k on
             c0, c1, m0, m1 = m0, m1, c0, c1
-        # m leads on [s, k), c on [k, e)
-        return ((k - s) * m0 + m1 * (s + k - 1) * (k - s) / 2.0
-                + (e - k) * c0 + c1 * (k + e - 1) * (e - k) / 2.0)
+        # m leads on [0, k), c on [k, e)
+        return k * m0 + m1 * k * (k - 1) / 2.0 + (e - k) * c0 + c1 * (k + e - 1) * (e - k) / 2.0
 
 
 @cache

@@ -32,27 +32,26 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
     i = 0
     while i < N:
         # --- draft ---------------------------------------------------------------------------
-        drafted, held = [], False
+        # chunk: tokens of the chunk as the strong model sees them — every step, and the
+        # observations of those executed (a held step has none yet).
+        drafted, held, chunk = [], False, 0
         w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
-        while i + len(drafted) < N:
-            st = steps[i + len(drafted)]
+        for j in range(i, N):
+            st = steps[j]
             yield from tr.call("weak", w_pending, w_ctx, st.output_tokens)
             w_ctx += w_pending + st.output_tokens
             w_pending = 0
             drafted.append(st)
+            chunk += st.output_tokens
             end, held = chunk_end(st.kind, len(drafted), K, hold)
             if held:
                 break
             yield from tr.execute(st)
             w_pending = st.observation_tokens
+            chunk += w_pending
             if end:
                 break
         n = len(drafted)
-        # Tokens of the chunk as the strong model sees them: every step, and the observations
-        # of those executed (a held step has none yet).
-        chunk = sum(s.output_tokens + s.observation_tokens for s in drafted)
-        if held:
-            chunk -= drafted[-1].observation_tokens
         if not held and review != "all":
             row["auto_commits"] += 1
             row["committed_steps"] += n

@@ -94,16 +94,20 @@ class TaskRun:
         return req
 
     def execute(self, step):
-        """Run a step's side effect in the world: a tool call or a message to the user."""
-        if step.kind in ("read", "write"):
+        """Run a step's side effect in the world: a tool call or a message to the user.
+        Returns the events to ``yield from`` (none when it takes no time: a generator would cost
+        as much as the rest of a step)."""
+        kind = step.kind
+        if kind == "read" or kind == "write":
             lat = self.tool_latency.sample(self.rng)
-        elif step.kind == "respond":
+        elif kind == "respond":
             lat = self.user_latency.sample(self.rng)
         else:
-            return
-        if lat:
-            self.row["tool_s"] += lat
-            yield self.env.timeout(lat)
+            return ()
+        if not lat:
+            return ()
+        self.row["tool_s"] += lat
+        return (self.env.timeout(lat),)
 
     def finish(self) -> dict:
         row = self.row
