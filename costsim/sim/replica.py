@@ -220,16 +220,16 @@ class Replica:
     def _end_solo(self, ep):
         """The end of an uncontended call's epoch: the request had the replica to itself, so it
         is charged the whole of it (what the general rule gives, without the bookkeeping)."""
-        r, (pre_s, pre_hbm, pre_flops) = ep.solo, ep.mixed_cost[:3]
-        run_s, run_hbm, run_flops = ep.run
-        self.busy_s += pre_s + run_s
-        self.hbm_bytes += pre_hbm + run_hbm
-        self.flops += pre_flops + run_flops
-        self.batch_time += run_s
+        r, pre, run = ep.solo, ep.mixed_cost, ep.run
+        secs, hbm, flops = pre[0] + run[0], pre[1] + run[1], pre[2] + run[2]
+        self.busy_s += secs
+        self.hbm_bytes += hbm
+        self.flops += flops
+        self.batch_time += run[0]
         self.iterations += 1 + ep.m
-        r.busy_s += pre_s + run_s  # += : a long prompt's first chunks may have been charged
-        r.hbm_bytes += pre_hbm + run_hbm
-        r.flops += pre_flops + run_flops
+        r.busy_s += secs  # += : a long prompt's first chunks may have been charged
+        r.hbm_bytes += hbm
+        r.flops += flops
         r.context += r.prefill_left + ep.m
         r.prefill_left = r.decode_left = 0
         del self.queue[0]  # r: it was alone when planned; later arrivals queue behind it

@@ -150,19 +150,24 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
     rows = [None] * len(tasks)
 
-    def one(i):
-        task = tasks[i]
+    def begin(i):
         rng = LazyGenerator(seeds[i])
-        tr = TaskRun(env, task, strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
-                     rng, sc.tool_latency, sc.user_latency)
-        yield from proc(tr, task)
+        return TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
+                       rng, sc.tool_latency, sc.user_latency)
+
+    def end(i, tr):
         row = tr.finish()
-        row.update(task_id=task.task_id, protocol=name, task_index=i, start_s=tr.start, end_s=env.now)
+        row.update(task_id=tasks[i].task_id, protocol=name, task_index=i, start_s=tr.start, end_s=env.now)
         rows[i] = row
         if progress:
             progress(1)
 
     if sc.arrival_rate:
+        def one(i):
+            tr = begin(i)
+            yield from proc(tr, tasks[i])
+            end(i, tr)
+
         def arrivals():
             rng = np.random.default_rng(np.random.SeedSequence([sc.seed, 0xA11]))
             for i in range(len(tasks)):
@@ -172,9 +177,11 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     else:
         queue = iter(range(len(tasks)))
 
-        def session():
+        def session():  # the task's process inlined: a level less of generators per event
             for i in queue:
-                yield from one(i)
+                tr = begin(i)
+                yield from proc(tr, tasks[i])
+                end(i, tr)
         for _ in range(min(sc.sessions, len(tasks))):
             env.process(session())
     env.run()
