@@ -237,6 +237,11 @@ def render(result: dict) -> str:
     for label, key, scale in cols:
         cells = (result["protocols"][n].get(key) for n in names)
         lines.append(f"{label:<24}" + "".join(f"{_pm(m, scale) if m else '-':>{w}}" for m in cells))
+    exact = cf["exact"] if cf["method"] == "exact" else {}
+    for label, key in (("R exact twin", "R"), ("L exact twin", "L")):
+        if any(n in exact for n in names):
+            lines.append(f"{label:<24}" + "".join(f"{exact[n][key]:>{w}.4g}" if n in exact else f"{'-':>{w}}"
+                                                  for n in names))
     extra = [("API $/task", "api_cost_usd", 1), ("remote out tok/task", "remote_output_tokens", 1),
              ("API cost ratio", "api_cost_ratio", 1), ("remote out tok ratio", "remote_output_tokens_ratio", 1),
              ("wall ratio vs API", "wall_ratio_api", 1), ("escalations/task", "escalations_per_task", 1),
