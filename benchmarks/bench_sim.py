@@ -4,8 +4,10 @@ Run: python benchmarks/bench_sim.py [--tasks N]
 
 Targets (issue 3): >= 50,000 simulated steps/s single-session on one core; overhead under 5x
 the bare loop. Measured side by side in one run: each simulation and its bare loop are timed
-in turn, --repeat times, in CPU time of this process, and the fastest of each is kept (as timeit does: on a
-noisy machine the minimum is the run least disturbed).
+in turn, --repeat times, in CPU time of this process, and the fastest of each is kept (as
+timeit does: on a noisy machine the minimum is the run least disturbed). A last line gives a
+floor for the ratio: a loop that only costs each call with the roofline (a prefill iteration
+and a decode run, as the replica does for an uncontended call) and waits on two events.
 """
 
 import argparse
@@ -14,6 +16,7 @@ import time
 import simpy
 
 from costsim.predict import deployments
+from costsim.roofline import coefficients
 from costsim.sim import Scenario, simulate
 from costsim.traces.synthetic import generate
 
@@ -34,6 +37,32 @@ def bare_loop(n_events):
     def proc():
         for _ in range(n_events):
             yield env.timeout(1.0)
+
+    env.process(proc())
+    t = time.process_time()
+    env.run()
+    return time.process_time() - t
+
+
+def roofline_only_loop(coef, n_calls):
+    """n_calls calls of 300 prompt and 40 output tokens at a growing context, each costed by
+    the roofline and waited on through a timeout and an event: no requests, no protocol."""
+    env = simpy.Environment()
+    total = [0.0]
+
+    def ended(ev):
+        secs, done = ev.value
+        total[0] += secs
+        done.succeed()
+
+    def proc():
+        ctx = 4000
+        for _ in range(n_calls):
+            done = simpy.Event(env)
+            secs = coef.prefill_chunk(300, ctx)[0] + coef.decode_run(1, ctx + 300, 40)[0]
+            simpy.Timeout(env, secs, (secs, done)).callbacks.append(ended)
+            yield done
+            ctx += 340
 
     env.process(proc())
     t = time.process_time()
@@ -72,6 +101,11 @@ def main():
                   f"{ev / steps:4.1f} events/step  {el / bare:4.1f}x a bare SimPy loop of {ev} events "
                   f"({bare / ev * 1e6:.2f} µs/event) "
                   f"(best of {args.repeat}, CPU time)")
+    n = 20000
+    floor = min(roofline_only_loop(coefficients(strong), n) for _ in range(args.repeat))
+    bare = min(bare_loop(2 * n) for _ in range(args.repeat))
+    print(f"floor: a loop that only costs each call by the roofline and waits on 2 events per call: "
+          f"{floor / bare:.1f}x a bare SimPy loop of the same events")
 
 
 if __name__ == "__main__":
