@@ -28,7 +28,7 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
     init = max(steps[0].context_tokens, 0) if steps else 0
     s_ctx, s_pending = 0, init  # strong: tokens cached / tokens it has not seen yet
     w_ctx, w_pending = 0, init
-    row, call, execute = tr.row, tr.call, tr.execute
+    row = tr.row
     i = 0
     while i < N:
         # --- draft ---------------------------------------------------------------------------
@@ -38,7 +38,7 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
         w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
         for j in range(i, N):
             st = steps[j]
-            yield from call("weak", w_pending, w_ctx, st.output_tokens)
+            yield from tr.call("weak", w_pending, w_ctx, st.output_tokens)
             w_ctx += w_pending + st.output_tokens
             w_pending = 0
             drafted.append(st)
@@ -46,7 +46,7 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
             end, held = chunk_end(st.kind, len(drafted), K, hold)
             if held:
                 break
-            yield from execute(st)
+            yield from tr.execute(st)
             w_pending = st.observation_tokens
             chunk += w_pending
             if end:
@@ -64,10 +64,10 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
         reject = a < n
         repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
         decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
-        yield from call("strong", s_pending + chunk, s_ctx, decode)
+        yield from tr.call("strong", s_pending + chunk, s_ctx, decode)
         row["reviews"] += 1
         if reject and repair == "separate":
-            yield from call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
+            yield from tr.call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
         committed = drafted[: a + 1] if reject else drafted
         if reject:
             row["rejections"] += 1
@@ -81,7 +81,7 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
         else:
             w_ctx, w_pending = w_base + prefix + last.output_tokens, 0
         if reject or held:  # the repaired step, or the held step, runs now
-            yield from execute(last)
+            yield from tr.execute(last)
             s_pending += last.observation_tokens
             w_pending += last.observation_tokens
         else:  # review="all" of an executed chunk: the strong saw its last observation

@@ -195,7 +195,7 @@ class Replica:
     # --- completion -----------------------------------------------------------------------
 
     def _end(self, event):
-        ep = event._value
+        ep = event.value
         if not ep.live:
             return
         if ep.solo is not None:
