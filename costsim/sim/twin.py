@@ -154,7 +154,7 @@ def _specagent(task, p, q, call, execute, K=6, hold="writes", review="held", rep
     strong unseen, weak cached, weak unseen) tokens — to its probability (an array over p)."""
     steps, N = task.steps, len(task.steps)
     init = max(steps[0].context_tokens, 0) if steps else 0
-    total = np.zeros((len(COLUMNS), len(p)))
+    vecs, masses = [], []  # each transition's costs and probability: summed at the end
     layers = [dict() for _ in range(N + 1)]
     layers[0][(0, init, 0, init)] = np.ones_like(p)
 
@@ -185,10 +185,12 @@ def _specagent(task, p, q, call, execute, K=6, hold="writes", review="held", rep
             if not held and review != "all":
                 vec[_COL["auto_commits"]] += 1
                 vec[_COL["committed_steps"]] += n
-                total += np.outer(vec, mass)
+                vecs.append(vec)
+                masses.append(mass)
                 reach(i + n, (s_ctx, s_pend + chunk, w_ctx, w_pend), mass)
                 continue
-            total += np.outer(vec, mass)
+            vecs.append(vec)
+            masses.append(mass)
             # --- verify: the accepted prefix a is n with probability prod q, else the first miss
             survive = np.ones_like(p)
             for a in range(n + 1):
@@ -225,6 +227,9 @@ def _specagent(task, p, q, call, execute, K=6, hold="writes", review="held", rep
                     w_pend2 = last.observation_tokens
                 vec[_COL["committed_steps"]] += len(committed)
                 m = mass * pa
-                total += np.outer(vec, m)
+                vecs.append(vec)
+                masses.append(m)
                 reach(i + len(committed), (s_ctx2, s_pend2, w_ctx2, w_pend2), m)
-    return total
+    if not vecs:
+        return np.zeros((len(COLUMNS), len(p)))
+    return np.asarray(vecs).T @ np.stack(masses)
