@@ -169,6 +169,18 @@ def test_the_issues_default_simulation_brackets_its_closed_form(capsys):
         spec["strong_calls_per_task"]["mean"], abs=spec["strong_calls_per_task"]["ci95"][1] - spec["strong_calls_per_task"]["mean"])
 
 
+@pytest.mark.parametrize("protocols", ["strong-only,weak-only", "agentcollab,specagent-self-spec",
+                                       "specagent-hold-responses"])
+def test_simulate_prints_a_closed_form_whatever_the_protocols(capsys, protocols):
+    assert main(["simulate", "-p", "0.8", "--K", "3", "--tasks", "20", "--protocols", protocols]) == 0
+    out = capsys.readouterr().out
+    spec = "specagent-hold-responses" if "hold" in protocols else "specagent"
+    assert f"closed form (exact twin, {spec}): R = " in out and "paper's renewal form" in out
+    r = run_json(capsys, "simulate", "-p", "0.8", "--K", "3", "--tasks", "20", "--protocols", protocols,
+                 "--p-dist", "markov:0.9,0.3,0.1,0.3")
+    assert r["closed_form"]["method"] == "renewal" and r["closed_form"]["R"] == r["closed_form"]["renewal"]["R"]
+
+
 def test_replay_shipped_trace_and_refuse_overwriting_it(capsys, tmp_path):
     r = run_json(capsys, "replay", "tau2-airline", "-p", "0.8", "--K", "6")
     so, spec = r["protocols"]["strong-only"], r["protocols"]["specagent"]

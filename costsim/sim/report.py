@@ -23,15 +23,14 @@ def closed_form(tasks, sc: Scenario) -> dict:
     renewal = renewal_form(tasks, sc)
     out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "renewal": renewal}
     why = twin.unavailable(tasks, sc)
-    spec = next((n for n in sc.protocols if n.startswith("specagent")), "specagent")
     if why:
         out["exact"] = {"unavailable": why}
         out["assumption"] = f"renewal form (no exact twin: {why}): " + renewal["assumption"]
         return out
-    exact = twin.ratios(tasks, sc)
-    if spec in exact:
-        out.update(R=exact[spec]["R"], L=exact[spec]["L"], method="exact", protocol=spec)
-    out["exact"] = exact
+    # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
+    spec = next((n for n in sc.protocols if n.startswith("specagent") and twin.has_twin(n)), "specagent")
+    exact = twin.ratios(tasks, sc, extra=(spec,))
+    out.update(R=exact[spec]["R"], L=exact[spec]["L"], method="exact", protocol=spec, exact=exact)
     contended = sc.sessions > 1 or sc.arrival_rate
     out["assumption"] = ("exact expectation on the tasks' fixed paths: one task at a time on idle "
                          "replicas (roofline costs per call), independent verdicts, mean latencies"

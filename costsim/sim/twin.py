@@ -47,14 +47,14 @@ def unavailable(tasks, sc: Scenario) -> str | None:
     return None
 
 
-def expected_rows(tasks, sc: Scenario) -> dict:
+def expected_rows(tasks, sc: Scenario, extra=()) -> dict:
     """``{protocol: array (tasks, COLUMNS)}`` of expected per-task values, for Strong-only (the
-    baseline, always) and the scenario's protocols that have a twin. Raises ValueError where
-    :func:`unavailable` says why not."""
+    baseline, always) and those of the scenario's protocols and of ``extra`` that have a twin.
+    Raises ValueError where :func:`unavailable` says why not."""
     why = unavailable(tasks, sc)
     if why:
         raise ValueError(f"no exact twin: {why}")
-    names = ["strong-only"] + [n for n in sc.protocols if n != "strong-only" and _has_twin(n)]
+    names = list(dict.fromkeys(n for n in ("strong-only", *sc.protocols, *extra) if has_twin(n)))
     kind, _, args = (sc.p_dist or "").partition(":")
     if kind == "beta":
         a, b = (float(x) for x in args.split(","))
@@ -64,12 +64,12 @@ def expected_rows(tasks, sc: Scenario) -> dict:
     return {n: _rows(tasks, sc, n, np.array([p]), recorded=kind == "recorded")[..., 0] for n in names}
 
 
-def ratios(tasks, sc: Scenario) -> dict:
+def ratios(tasks, sc: Scenario, extra=()) -> dict:
     """``{protocol: {metric: value}}``: the expected per-task metrics of
     :data:`costsim.sim.metrics.PER_TASK` and the ratios of :data:`~costsim.sim.metrics.RATIOS`
     to Strong-only (ratios of expected sums over the tasks, what the simulator's paired ratio
-    estimates)."""
-    rows = expected_rows(tasks, sc)
+    estimates), for the protocols of :func:`expected_rows`."""
+    rows = expected_rows(tasks, sc, extra)
     base = _with_totals(rows["strong-only"])
     out = {}
     for name, r in rows.items():
@@ -88,7 +88,9 @@ def _with_totals(r):
     return col
 
 
-def _has_twin(name: str) -> bool:
+def has_twin(name: str) -> bool:
+    """Whether protocol ``name`` has an exact twin: Strong-only, Weak-only, SpecAgent and its
+    ablations."""
     fn = protocols.PROTOCOLS.get(name, (None,))[0]
     return name in ("strong-only", "weak-only") or fn is protocols.PROTOCOLS["specagent"][0]
 
