@@ -106,7 +106,7 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
 
     def call(vec, who, prefill, context, decode):
         secs, hbm, flops = models[who][0](prefill, context, decode)
-        base = _COL[f"{who}_calls"]
+        base = _COL[f"{who}_calls"]  # then the rest of COUNTERS, in their order:
         for k, v in enumerate((1.0, prefill, decode, hbm, flops, secs)):
             vec[base + k] += v
         vec[_COL["wall_s"]] += secs + models[who][1]
