@@ -8,7 +8,9 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from costsim import protocols, roofline
+from conftest import ideal
+
+from costsim import formulas, protocols, roofline
 from costsim.predict import deployments
 from costsim.profiles import Deployment, load_device, load_model
 from costsim.sim import Latency, Replica, Scenario, TaskRun, simulate, summarize, twin
@@ -16,7 +18,7 @@ from costsim.sim.report import closed_form
 from costsim.sim.run import protocol_options, replica_costs
 from costsim.traces.schema import Step, Task
 from costsim.traces.stats import chunks
-from costsim.traces.synthetic import generate
+from costsim.traces.synthetic import Shape, generate
 
 Z999 = 3.2905  # 99.9% two-sided: the tests below are deterministic (fixed seeds)
 MOE_TP = Deployment(load_model("qwen3-30b-a3b"), load_device("h20"), 2)  # MoE, tensor parallel
@@ -131,6 +133,25 @@ def test_twin_at_p1_reviews_the_chunks_the_trace_statistics_count():
         want = [sum(c.reviewed for c in chunks(t.steps, 6, hold)) for t in tasks]
         assert reviews.tolist() == pytest.approx(want)
         assert rows[:, twin.COLUMNS.index("rejections")].sum() == 0
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(p=st.floats(0.05, 0.99), n=st.integers(1, 8), d=st.integers(5, 60), tv=st.integers(0, 30),
+       rho=st.sampled_from([0.0, 0.5, 1.0, 1.5]), kappa=st.floats(0.05, 1.0))
+def test_twin_in_the_papers_setting_is_the_papers_formula(p, n, d, tv, rho, kappa):
+    # All reads, every chunk reviewed, an ideal memory-bound device (one iteration = one weight
+    # pass): the paper's setting, where a fixed path is as good as a fresh one. The twin of one
+    # long task must be formulas.R / L but for its end (a last chunk of < n steps): a relative
+    # difference of at most about n / N.
+    N = 600
+    shape = Shape.fixed(steps=N, output_tokens=d, obs_tokens=3, initial_context=2)
+    tasks = generate(1, seed=7, shape=shape, deterministic_length=True)
+    sc = Scenario(strong=ideal(1.0), weak=ideal(kappa), p=p, K=n, rho=rho, verdict_tokens=tv,
+                  protocols=("strong-only", "specagent-review-all"))
+    got = twin.ratios(tasks, sc)["specagent-review-all"]
+    vd, rho_cf = (1 + tv) / (d + 1), round(rho * d) / (d + 1)
+    assert got["R"] == pytest.approx(float(formulas.R(p, n, vd, rho_cf)), rel=2 * n / N)
+    assert got["L"] == pytest.approx(float(formulas.L(p, n, vd, rho_cf, kappa)), rel=2 * n / N)
 
 
 # --- within the simulator's Monte-Carlo interval -------------------------------------------------
