@@ -58,9 +58,23 @@ def _workload(local: bool, K: int, step_tokens, obs_tokens, verdict_tokens, chun
         raise UserError(str(e)) from None
 
 
+_KEY = {
+    "both": typer.Option(None, "--api-key-env", help="Environment variable that holds the API key of both endpoints (never written anywhere)."),
+    "weak": typer.Option(None, "--weak-api-key-env", help="Environment variable of the weak endpoint's API key [--api-key-env]."),
+    "strong": typer.Option(None, "--strong-api-key-env", help="Environment variable of the strong endpoint's API key [--api-key-env]."),
+}
+
+
+def _key_envs(both, weak, strong):
+    """(weak, strong) API-key variables: each endpoint's own, else the shared one. A key is sent
+    only to the endpoint it is given for."""
+    return (weak or both, strong or both)
+
+
 @contextmanager
-def _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir=None, seed=0):
-    """The two endpoints (starting local servers with --local); always closed/stopped."""
+def _endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=None, seed=0):
+    """The two endpoints (starting local servers with --local); always closed/stopped.
+    ``key_envs``: (weak, strong) environment variables of the API keys (None: no key)."""
     from costsim.live.client import Endpoint
 
     if local and (weak or strong):
@@ -86,8 +100,8 @@ def _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir=Non
             except LocalServerError as e:
                 raise UserError(str(e)) from None
             weak, strong = servers.weak.url, servers.strong.url
-            api_key_env = None
-        eps = [Endpoint(u, api_key_env=api_key_env, timeout_s=timeout, retries=retries) for u in (weak, strong)]
+            key_envs = (None, None)
+        eps = [Endpoint(u, api_key_env=k, timeout_s=timeout, retries=retries) for u, k in zip((weak, strong), key_envs)]
         try:
             yield eps[0], eps[1]
         finally:
@@ -139,7 +153,9 @@ def calibrate(
     strong: Optional[str] = typer.Option(None, "--strong", help="Base URL of the strong model's server."),
     local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them."),
     output: str = typer.Option("calib.toml", "--output", "-o", help="Calibration file to write."),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable that holds the API key (never written anywhere)."),
+    api_key_env: Optional[str] = _KEY["both"],
+    weak_api_key_env: Optional[str] = _KEY["weak"],
+    strong_api_key_env: Optional[str] = _KEY["strong"],
     K: int = typer.Option(6, "--K", "-K", help="Chunk size the ratios are for (the chunk prefill is K (d + o) tokens)."),
     step_tokens: Optional[int] = _S["step_tokens"],
     obs_tokens: Optional[int] = _S["obs_tokens"],
@@ -163,7 +179,8 @@ def calibrate(
     from costsim.live.calibrate import to_toml
 
     probes_path = output + ".probes.json"
-    with _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir, seed) as (we, se):
+    with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
+                    timeout, retries, model_dir, seed) as (we, se):
         res = _run_calibration(we, se, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
                                probes_path, resume)
     src = ("costsim calibrate --local (generated llama.cpp models)" if local else
@@ -254,7 +271,9 @@ def validate(
     chunk_tokens: Optional[int] = _S["chunk_tokens"],
     repair_tokens: Optional[int] = _S["repair_tokens"],
     trace: Optional[str] = _S["trace"],
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable that holds the API key."),
+    api_key_env: Optional[str] = _KEY["both"],
+    weak_api_key_env: Optional[str] = _KEY["weak"],
+    strong_api_key_env: Optional[str] = _KEY["strong"],
     repeats: int = typer.Option(3, "--repeats", help="Probes per shape when calibrating first."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
     retries: int = typer.Option(3, "--retries", help="Retries per request."),
@@ -276,7 +295,8 @@ def validate(
     ratios = src = None
     if calibration:
         ratios, src = _ratios_from_calibration(calibration, w)
-    with _endpoints(weak, strong, local, api_key_env, timeout, retries, model_dir, seed) as (we, se):
+    with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
+                    timeout, retries, model_dir, seed) as (we, se):
         if ratios is None:
             res = _run_calibration(we, se, w, repeats, seed, False, None, None, None, False,
                                    label="calibrating (same run)")

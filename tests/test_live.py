@@ -460,6 +460,29 @@ def test_api_key_comes_from_env_and_is_never_shown(scripted, monkeypatch):
     assert "sk-very-secret" not in str(e.value) and seen == ["Bearer sk-very-secret"]
 
 
+def test_a_key_goes_only_to_the_endpoint_it_is_given_for(scripted, monkeypatch):
+    # A local weak server and a hosted strong API: the API's key must not reach the edge.
+    from costsim.cli.live_cmd import _endpoints, _key_envs
+
+    monkeypatch.setenv("STRONG_KEY", "sk-strong")
+    monkeypatch.setenv("BOTH_KEY", "sk-both")
+    seen = {"weak": [], "strong": []}
+
+    def recording(who):
+        def step(h, body):
+            seen[who].append(h.headers.get("Authorization"))
+            return ok()(h, body)
+        return step
+
+    w, s = scripted(recording("weak")), scripted(recording("strong"))
+    for keys in (_key_envs(None, None, "STRONG_KEY"), _key_envs("BOTH_KEY", None, "STRONG_KEY"), _key_envs("BOTH_KEY", None, None)):
+        with _endpoints(w.url, s.url, False, keys, 10.0, 0) as (we, se):
+            we.complete([1000], 1)
+            se.complete([1000], 1)
+    assert seen == {"weak": [None, "Bearer sk-both", "Bearer sk-both"],
+                    "strong": ["Bearer sk-strong", "Bearer sk-strong", "Bearer sk-both"]}
+
+
 def test_stream_without_usage_is_an_error(scripted):
     s = scripted(ok(usage=False))
     with pytest.raises(EndpointError, match="no usage"):
