@@ -9,6 +9,14 @@ import tempfile
 from pathlib import Path
 
 
+import typer
+
+# Deployment options every command that costs a deployment takes.
+ENGINE = typer.Option(None, "--engine", help="Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [vllm].")
+WEAK_ENGINE = typer.Option(None, "--weak-engine", help="The weak model's engine, if not --engine's.")
+EXPERT_PARALLEL = typer.Option(False, "--expert-parallel", help="Strong MoE experts placed whole on the GPUs (all-to-all) instead of tensor-sharded.")
+
+
 class UserError(Exception):
     """Bad input from the user; printed as one line, exit code 2."""
 

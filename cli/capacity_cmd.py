@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import UserError, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
 
 _RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
                "hour": 3600.0, "day": 86400.0, "d": 86400.0}
@@ -48,6 +48,7 @@ def capacity(
     strong_device: Optional[str] = typer.Option(None, "--strong-device", help="Strong device [h20]."),
     weak_device: Optional[str] = typer.Option(None, "--weak-device", help="Weak device [h20]."),
     strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it]."),
+    engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE, expert_parallel: bool = EXPERT_PARALLEL,
     strong_price: Optional[float] = typer.Option(None, "--strong-price", help="USD per GPU-hour of the strong device [its profile's]."),
     weak_price: Optional[float] = typer.Option(None, "--weak-price", help="USD per GPU-hour of the weak device [its profile's]."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
@@ -93,7 +94,8 @@ def capacity(
 
     try:
         s, w = deployments(strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
-                           strong_gpus=strong_gpus)
+                           strong_gpus=strong_gpus, engine=engine, weak_engine=weak_engine,
+                           expert_parallel=expert_parallel)
         work = _tasks(traces, tasks, seed)
         sc = Scenario(strong=s, weak=w, p=p_accept, K=K, p_dist=p_dist, protocols=names, rho=rho,
                       verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed,

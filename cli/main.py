@@ -31,7 +31,7 @@ app = typer.Typer(
 
 # The analytic model, then the simulator, then live mode, then data.
 app.command("predict")(_predict.predict)
-app.command("roofline")(_roofline.roofline)
+app.add_typer(_roofline.roofline_app, name="roofline")
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("capacity")(_capacity.capacity)

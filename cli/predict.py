@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ._common import UserError, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
 
 
 def predict(
@@ -25,6 +25,7 @@ def predict(
     strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of the strong replica [as many as hold it]."),
     strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help="Strong weight precision [fp8]."),
     weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help="Weak weight precision [bf16]."),
+    engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE, expert_parallel: bool = EXPERT_PARALLEL,
     step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help="Mean tokens per agent step d̄ [340]."),
     obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help="Mean observation tokens per step [175]."),
     context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help="Typical context length [7720]."),
@@ -43,7 +44,8 @@ def predict(
                 batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
                 obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
                 strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
-                strong_gpus=strong_gpus, strong_dtype=strong_dtype, weak_dtype=weak_dtype)
+                strong_gpus=strong_gpus, strong_dtype=strong_dtype, weak_dtype=weak_dtype,
+                engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel)
     except (ValueError, CalibrationError) as e:
         raise UserError(str(e)) from None
     typer.echo(dumps(r) if json_out else render(r))
@@ -74,6 +76,7 @@ def render(r: dict) -> str:
         f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
         + ("  (never faster: R_u ≥ 1)" if r["break_even_kappa"] <= 0 else ""),
         f"  best K for this p_u (min L_u over K = 1..64)                   K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})",
+        f"  {r['verdict']}",
         "",
         "Parameters",
         f"  v/d    {r['v_over_d']:.4f} weight passes   {src['v_over_d']}",
@@ -82,8 +85,9 @@ def render(r: dict) -> str:
         f"  n      {r['n']:.4g} steps",
         "",
         f"Roofline (time, bytes and FLOPs per iteration; batch {r['batch']} per replica, context {r['tokens']['context_tokens']:g} tokens)",
-        f"  strong: {s['model']} on {s['n_devices']}x {s['device']}, {s['dtype']} weights;"
-        f"  weak: {w['model']} on {w['n_devices']}x {w['device']}, {w['dtype']} weights",
+        f"  strong: {s['model']} on {s['n_devices']}x {s['device']}, {s['dtype']} weights, {s['engine']}"
+        + (", expert-parallel" if s["expert_parallel"] else "") + ";"
+        f"  weak: {w['model']} on {w['n_devices']}x {w['device']}, {w['dtype']} weights, {w['engine']}",
         f"  strong step {rf['strong_step_s']:.3g} s, weak step {rf['weak_step_s']:.3g} s, "
         f"strong decode {rf['decode_s_per_token'] * 1e3:.3g} ms/token",
         f"  R in time (strong replica time / Strong-only)                  {rf['R_time']:.3f}",

@@ -1,45 +1,99 @@
-"""`costsim roofline`: the cost of one engine iteration for a model on a device."""
+"""`costsim roofline`: one engine iteration, a serving-benchmark point, and the validation set."""
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
 
 from ._common import UserError, dumps
 
+roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
+                           invoke_without_command=True)
 
+ENGINE = typer.Option(None, "--engine", help="Serving engine profile (hardware/engines/) or TOML [vllm].")
+
+
+def _finite(name, v, lo=0.0):
+    if v is not None and not (math.isfinite(v) and v >= lo):
+        raise UserError(f"--{name} must be a finite number >= {lo:g}, got {v}")
+
+
+@roofline_app.callback()
 def roofline(
-    model: str = typer.Option(..., help="Model profile name, TOML or HF config.json."),
-    device: str = typer.Option(..., help="Device profile name or TOML."),
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, help="Model profile name, TOML or HF config.json."),
+    device: Optional[str] = typer.Option(None, help="Device profile name or TOML."),
     gpus: Optional[int] = typer.Option(None, help="Devices (tensor parallel) [as many as hold the weights]."),
     dtype: Optional[str] = typer.Option(None, help="Weight precision [the model's default]."),
+    engine: Optional[str] = ENGINE,
+    expert_parallel: bool = typer.Option(False, "--expert-parallel", help="MoE experts placed whole on the GPUs (all-to-all) instead of tensor-sharded."),
     batch: int = typer.Option(1, help="Decode batch (sequences)."),
     context: float = typer.Option(4096, help="Context length per sequence, tokens."),
     prefill_tokens: Optional[float] = typer.Option(None, "--prefill", help="Also cost a prefill of this many new tokens."),
+    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Serving-benchmark view: concurrent requests (closed loop)."),
+    input_len: float = typer.Option(1024, "--input-len", help="Serving-benchmark view: prompt tokens per request."),
+    output_len: float = typer.Option(128, "--output-len", help="Serving-benchmark view: output tokens per request."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """Seconds, HBM bytes and FLOPs of one decode iteration (and a prefill) by the roofline."""
+    """Seconds, HBM bytes and FLOPs of one decode iteration (and a prefill) by the roofline, or
+    with --concurrency what a serving benchmark reports (TTFT, TPOT, throughput)."""
+    if ctx.invoked_subcommand:
+        return
+    if not model or not device:
+        raise UserError("roofline needs --model and --device (or a subcommand: validate, fit)")
     from costsim import roofline as rl
-    from costsim.profiles import DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_model
+    from costsim import serving
+    from costsim.profiles import DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_engine, load_model
 
     if batch < 1:
         raise UserError(f"--batch must be >= 1, got {batch}")
-    if context < 0 or (prefill_tokens is not None and prefill_tokens < 0):
-        raise UserError("--context and --prefill must be >= 0")
+    _finite("context", context)
+    _finite("prefill", prefill_tokens)
+    _finite("input-len", input_len)
+    _finite("output-len", output_len, 1)
+    _finite("concurrency", concurrency, 1)
     if gpus is not None and gpus < 1:
         raise UserError(f"--gpus must be >= 1, got {gpus}")
-    m, d = load_model(model), load_device(device)
+    m, d, eng = load_model(model), load_device(device), load_engine(engine)
     dt = dtype or m.default_dtype
     if dt not in DTYPE_BYTES:
         raise UserError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
     n = gpus or devices_to_hold(m, d, dt)
-    dep = Deployment(m, d, n, dt)
+    dep = Deployment(m, d, n, dt, engine=eng, expert_parallel=expert_parallel)
     if dep.weight_bytes > dep.memory_bytes:
         raise UserError(f"{m.name} in {dt} needs {dep.weight_bytes / 1e9:.0f} GB; {n}x {d.name} hold {dep.memory_bytes / 1e9:.0f} GB")
+    coef = rl.coefficients(dep)
+    head = {"model": m.name, "device": d.name, "gpus": n, "dtype": dt, "expert_dtype": dep.expert_precision,
+            "engine": eng.name, "expert_parallel": expert_parallel,
+            "fixed_latency_s_per_iteration": coef.fixed_s}
+    title = f"{dep.describe()}"
+    if concurrency is not None:
+        pt = serving.serving_point(dep, concurrency, input_len, output_len)
+        out = {**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
+               "ttft_s": pt.ttft_s, "tpot_s": pt.itl_s, "itl_s": pt.itl_s, "output_tokens_per_s": pt.output_tok_s,
+               "request_latency_s": pt.e2e_s, "decode_batch": pt.decode_batch,
+               "prefill_iteration_fraction": pt.prefill_fraction}
+        if json_out:
+            typer.echo(dumps(out))
+            return
+        typer.echo("\n".join([
+            title,
+            f"  serving benchmark, steady state: {concurrency:g} concurrent requests of {input_len:g} in / {output_len:g} out tokens",
+            f"  TTFT               {pt.ttft_s * 1e3:.1f} ms",
+            f"  TPOT (= mean ITL)  {pt.itl_s * 1e3:.2f} ms  ({1 / pt.itl_s:.1f} tok/s per request)" if pt.itl_s else "  TPOT               -",
+            f"  output throughput  {pt.output_tok_s:.0f} tok/s over all requests",
+            f"  request latency    {pt.e2e_s:.2f} s",
+            f"  per iteration      {pt.decode_batch:.1f} sequences decoding; {pt.prefill_fraction:.0%} of iterations also carry a prefill chunk",
+            f"  assumptions: closed loop, means (not medians), no HTTP/tokeniser time; engine {eng.name} "
+            f"({eng.iteration_overhead_ms:g} ms/iteration, {eng.layer_latency_us:g} us/layer"
+            + (f", +{eng.moe_layer_latency_us:g} us/MoE layer" if m.is_moe else "") + ")",
+        ]))
+        return
     dec = rl.decode_step(dep, batch, context)
     out = {
-        "model": m.name, "device": d.name, "gpus": n, "dtype": dt, "batch": batch, "context": context,
+        **head, "batch": batch, "context": context,
         "decode_s_per_token": float(dec.seconds),
         "decode_tokens_per_s_per_sequence": float(1.0 / dec.seconds),
         "decode_tokens_per_s_total": float(batch / dec.seconds),
@@ -61,16 +115,90 @@ def roofline(
         return
     B = out["balance_batch"]
     lines = [
-        f"{m.display_name} on {n}x {d.display_name}, {dt} weights; batch {batch}, context {context:g} tokens",
+        f"{title}; batch {batch}, context {context:g} tokens",
         f"  decode iteration   {out['decode_s_per_token'] * 1e3:.3f} ms  ({out['decode_tokens_per_s_per_sequence']:.1f} tok/s per sequence, {out['decode_tokens_per_s_total']:.0f} tok/s total)",
         f"  HBM bytes          {out['hbm_bytes_per_decode_step'] / 1e9:.3f} GB per iteration",
         f"  FLOPs              {out['flops_per_decode_step'] / 1e12:.3f} TFLOP per iteration",
-        f"  compute {out['decode_compute_s'] * 1e3:.3f} ms vs memory {out['decode_memory_s'] * 1e3:.3f} ms -> {out['regime']}",
+        f"  compute {out['decode_compute_s'] * 1e3:.3f} ms vs memory {out['decode_memory_s'] * 1e3:.3f} ms -> {out['regime']}"
+        f"; + {coef.fixed_s * 1e3:.3f} ms fixed engine latency",
         f"  balance point B*   {'never (KV traffic grows as fast as FLOPs)' if B == float('inf') else f'{B:.0f} sequences'}"
         f" at this context; paper's form {out['balance_batch_paper']:.1f}",
-        f"  assumptions: efficiencies bw {d.bandwidth_efficiency:g}, FLOPs {d.flops_efficiency:g}; "
-        f"{d.iteration_overhead_s * 1e3:g} ms overhead per iteration; uniform expert routing",
+        f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "
+        f"{eng.fraction('flops_fraction', d):g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "
+        f"{eng.layer_latency_us:g} us per layer" + (f" + {eng.moe_layer_latency_us:g} us per MoE layer" if m.is_moe else "")
+        + "; uniform expert routing",
     ]
     if prefill_tokens:
         lines.append(f"  prefill of {prefill_tokens:g} tokens   {out['prefill_s'] * 1e3:.1f} ms, {out['prefill_regime']}")
     typer.echo("\n".join(lines))
+
+
+CASES = typer.Argument(None, help="Validation TOML, or a `vllm bench serve --save-result` JSON [the shipped set].")
+
+
+@roofline_app.command("validate")
+def validate_cmd(
+    file: Optional[str] = CASES,
+    engine: Optional[str] = typer.Option(None, "--engine", help="Cost every case with this engine profile instead of its own (e.g. ideal)."),
+    model: Optional[str] = typer.Option(None, help="For a vllm bench serve JSON: the model served."),
+    device: Optional[str] = typer.Option(None, help="For a vllm bench serve JSON: the device."),
+    gpus: int = typer.Option(1, help="For a vllm bench serve JSON: GPUs (tensor parallel)."),
+    dtype: str = typer.Option("bf16", help="For a vllm bench serve JSON: weight precision."),
+    split: Optional[str] = typer.Option(None, help="Only 'fit' or 'holdout' cases."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Predicted against measured for every case, with median |error| and worst factor per group."""
+    from costsim import validation as v
+    from costsim.profiles import load_engine
+
+    cases = v.load_cases(file, model=model, device=device, gpus=gpus, weight_dtype=dtype, engine="vllm")
+    if split:
+        if split not in ("fit", "holdout"):
+            raise UserError("--split must be 'fit' or 'holdout'")
+        cases = [c for c in cases if c.split == split]
+    engines = None
+    if engine:
+        e = load_engine(engine)
+        engines = {c.engine: e for c in cases}
+    rows = v.evaluate(cases, engines)
+    summ, pairs = v.summary(rows), v.harness_pairs(rows)
+    if json_out:
+        typer.echo(dumps({"engine_override": engine, "cases": rows, "summary": summ, "pairs": pairs}))
+        return
+    typer.echo(f"{len(rows)} measured cases" + (f", every one costed with engine {engine}" if engine else ", each with its own engine profile"))
+    typer.echo(f"  {'case':<52} {'split':<7} {'metric':<13} {'measured':>10} {'predicted':>10} {'error':>7}")
+    for r in rows:
+        typer.echo(f"  {r['id'][:52]:<52} {r['split']:<7} {r['metric']:<13} {r['measured']:>10.4g} {r['predicted']:>10.4g} {r['error']:>+7.0%}")
+    typer.echo("per group (median |error|, worst factor):")
+    for s in summ:
+        typer.echo(f"  {s['split']:<7} {s['group']:<11} {s['cases']:>3} cases  {s['median_abs_error']:>5.0%}  x{s['worst_factor']:.2f}")
+    if pairs:
+        typer.echo("weak/strong step-time ratios measured in one harness (smaller model / largest, same device type):")
+        for p in pairs:
+            typer.echo(f"  {p['weak'][:44]:<44} / {p['strong'][:44]:<44} measured {p['measured_ratio']:.3f} predicted {p['predicted_ratio']:.3f} ({p['error']:+.0%})")
+        errs = sorted(abs(p["error"]) for p in pairs)
+        typer.echo(f"  {sum(e <= 0.2 for e in errs)} of {len(errs)} within 20%; median |error| {errs[len(errs) // 2]:.0%}")
+
+
+@roofline_app.command("fit")
+def fit_cmd(
+    file: Optional[str] = CASES,
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Fit the engines' parameters on the set's fit cases (kernel latencies shared, scheduler
+    overhead and bandwidth per engine); print them as each engine profile's TOML lines."""
+    from costsim import validation as v
+
+    try:
+        _, rep = v.fit_engines(v.load_cases(file))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if json_out:
+        typer.echo(dumps(rep))
+        return
+    n = sum(len(c) for c in rep["cases"].values())
+    typer.echo(f"# fitted on {n} cases; rms log error {rep['rms_log_before']:.3f} at the priors -> {rep['rms_log_after']:.3f}")
+    for name, own in rep["per_engine"].items():
+        typer.echo(f"# hardware/engines/{name}.toml ({len(rep['cases'][name])} of the cases)")
+        for k, x in {**rep["shared"], **own}.items():
+            typer.echo(f"{k} = {x:.4g}")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import UserError, atomic_write, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, atomic_write, dumps
 
 # Options shared by both commands (Typer reads them from each signature).
 P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
@@ -54,7 +54,8 @@ def simulate(
     p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
     arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
-    strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
+    strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
+    expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
@@ -77,7 +78,8 @@ def replay(
     p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
     arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
-    strong_gpus: Optional[int] = SGPUS, strong_replicas: int = SREP, weak_replicas: int = WREP,
+    strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
+    expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
     rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
@@ -114,7 +116,8 @@ def _run(tasks, o: dict, inputs: tuple):
 
     try:
         s, w = deployments(strong=o["strong"], weak=o["weak"], strong_device=o["strong_device"],
-                           weak_device=o["weak_device"], strong_gpus=o["strong_gpus"])
+                           weak_device=o["weak_device"], strong_gpus=o["strong_gpus"], engine=o["engine"],
+                           weak_engine=o["weak_engine"], expert_parallel=o["expert_parallel"])
         names = tuple(x.strip() for x in o["protocols"].split(",") if x.strip()) if o["protocols"] else None
         if names and any(n in API_BILLED for n in names) and "cloud-strong-only" not in names:
             names += ("cloud-strong-only",)  # the baseline of the API cost and wall-time ratios

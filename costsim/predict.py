@@ -13,7 +13,7 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .profiles import DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_model
+from .profiles import DEFAULT_ENGINE, DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_engine, load_model
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Defaults:
     device: str = "h20"
     strong_dtype: str = "fp8"
     weak_dtype: str = "bf16"
+    engine: str = DEFAULT_ENGINE
 
 
 DEFAULTS = Defaults()
@@ -44,6 +45,7 @@ SOURCES = {
     "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
     "batch": "assumption: 16 concurrent sessions per replica",
     "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
+    "engine": "assumption: both models served by vLLM, the engine the paper's setting names",
 }
 
 
@@ -64,17 +66,22 @@ def _validate(p, K, write_rate, batch, steps, overrides):
 
 
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
-                strong_dtype=None, weak_dtype=None, strong_gpus=None):
-    """The strong and weak deployments: strong on as many devices as hold its weights."""
+                strong_dtype=None, weak_dtype=None, strong_gpus=None, engine=None, weak_engine=None,
+                expert_parallel=False):
+    """The strong and weak deployments: strong on as many devices as hold its weights; both
+    under ``engine`` (default vLLM) unless ``weak_engine`` names the weak model's own."""
     d = DEFAULTS
     sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
     sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
+    se = load_engine(engine or d.engine)
+    we = load_engine(weak_engine) if weak_engine else se
     sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
     for dt in (sdt, wdt):
         if dt not in DTYPE_BYTES:
             raise ValueError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
     n = strong_gpus or devices_to_hold(sm, sd, sdt)
-    return Deployment(sm, sd, n, sdt), Deployment(wm, wd, devices_to_hold(wm, wd, wdt), wdt)
+    return (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
+            Deployment(wm, wd, devices_to_hold(wm, wd, wdt), wdt, engine=we))
 
 
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
@@ -122,8 +129,8 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
               f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {tok['step_tokens']:g}-token step")
     rho_ = pick("rho", rho, cr.get("rho"), d.rho, "default: " + SOURCES["rho"])
     kap = pick("kappa", kappa, cr.get("kappa"), pp.kappa,
-               f"roofline: weak step {float(pp.weak_step.seconds):.3g} s / strong step "
-               f"{float(pp.strong_step.seconds):.3g} s at batch {batch}")
+               f"roofline ({strong.engine.name} strong, {weak.engine.name} weak): weak step "
+               f"{float(pp.weak_step.seconds):.3g} s / strong step {float(pp.strong_step.seconds):.3g} s at batch {batch}")
 
     if write_rate is None:
         pr = np.zeros(K)
@@ -191,15 +198,36 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "balance_batch_paper": float(roofline.balance_batch_paper(strong)),
         "batch": batch,
         "regime": "compute-bound" if bool(strong_decode.compute_bound) else "memory-bound",
-        "strong_deployment": {"model": strong.model.name, "device": strong.device.name,
-                              "n_devices": strong.n_devices, "dtype": strong.weight_dtype},
-        "weak_deployment": {"model": weak.model.name, "device": weak.device.name,
-                            "n_devices": weak.n_devices, "dtype": weak.weight_dtype},
+        "strong_deployment": _describe(strong),
+        "weak_deployment": _describe(weak),
         "tokens": tok,
         "sources": src,
         "calibration": cal.path if cal else None,
     }
+    out["verdict"] = verdict(out)
     return out
+
+
+def verdict(r: dict) -> str:
+    """In plain words: is SpecAgent faster than Strong-only here, and what decides it."""
+    L, kap, bek = r["L"], r["kappa"], r["break_even_kappa"]
+    w = r["weak_steps_per_commit"]
+    if bek <= 0:
+        return (f"SpecAgent cannot be faster here: the strong model's reviews and repairs alone cost R_u = "
+                f"{r['R']:.2f} of Strong-only, before any drafting.")
+    if L > 1:
+        return (f"SpecAgent is slower than Strong-only here (L_u = {L:.2f}): kappa = {kap:.2f} (a weak step takes "
+                f"{kap:.0%} of a strong step on these deployments) is above the break-even {bek:.2f}. Each committed "
+                f"step needs {w:.2f} drafted weak steps, so drafting alone takes {kap * w:.2f} of Strong-only's time. "
+                f"It pays below kappa {bek:.2f}: a faster weak deployment, longer strong steps (a thinking strong "
+                f"model), or a higher p_u.")
+    return (f"SpecAgent is faster than Strong-only here (L_u = {L:.2f}): kappa = {kap:.2f} is below the "
+            f"break-even {bek:.2f}; drafting takes {kap * w:.2f} and reviews {r['R']:.2f} of Strong-only's time.")
+
+
+def _describe(dep: Deployment) -> dict:
+    return {"model": dep.model.name, "device": dep.device.name, "n_devices": dep.n_devices,
+            "dtype": dep.weight_dtype, "engine": dep.engine.name, "expert_parallel": dep.expert_parallel}
 
 
 def _weak_share(pp, cur):

@@ -21,7 +21,14 @@ from pathlib import Path
 
 from .resources import data_dir
 
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
+#: Bytes per stored element. The 4-bit block formats carry their scales: MXFP4 one 8-bit scale per
+#: 32 values (OCP Microscaling spec v1.0), NVFP4 one FP8 scale per 16 (NVIDIA Blackwell docs),
+#: GGML Q4_0 one FP16 scale per 32 (18-byte blocks, ggml-common.h block_q4_0).
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
+               "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8, "q4_0": 4.5 / 8}
+
+#: GPU families an engine's achieved fractions are given for (``Device.family``).
+FAMILIES = ("ampere", "ada", "hopper", "blackwell")
 
 
 class ProfileError(ValueError):
@@ -30,7 +37,8 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class Device:
-    """One accelerator. Peak figures are datasheet values; efficiencies turn them into rates."""
+    """One accelerator: datasheet peaks only. What a serving engine achieves of them is the
+    engine's (:class:`Engine`), per device ``family``."""
 
     name: str
     display_name: str
@@ -41,9 +49,7 @@ class Device:
     fp8_dense_tflops: float | None = None
     interconnect: str = ""
     interconnect_bandwidth_gbps: float = 0.0
-    bandwidth_efficiency: float = 0.8
-    flops_efficiency: float = 0.6
-    iteration_overhead_s: float = 0.003
+    family: str = "hopper"
     price_per_hour_usd: float | None = None
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
@@ -75,13 +81,82 @@ class ApiEndpoint:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """A serving engine: what the datasheets do not say about an engine iteration.
+
+    - ``iteration_overhead_ms``: fixed time of every iteration (scheduling, sampling, input
+      preparation), CUDA graphs on.
+    - ``layer_latency_us``: fixed kernel time of one transformer layer (launch gaps, small
+      kernels, pipeline fill) on top of its bytes and FLOPs; ``moe_layer_latency_us`` the extra of
+      an MoE layer (router top-k, token permutation, grouped-GEMM launch).
+    - ``request_overhead_ms``: per request outside the iterations (HTTP, tokenisation, the
+      scheduler's admission), paid once in the time to first token.
+    - ``allreduce_latency_us`` / ``alltoall_latency_us``: one collective of a small message, by
+      the number of GPUs (string keys "2", "4", "8"; interpolated in log2 between them).
+    - ``bandwidth_fraction`` / ``flops_fraction``: achieved fractions of peak HBM bandwidth
+      (decode) and of dense tensor peak (prefill); ``families`` overrides them per device family
+      or per device (a profile name).
+    - ``max_batched_tokens``: the token budget of one iteration (chunked prefill).
+    """
+
+    name: str
+    display_name: str
+    version: str
+    source: str
+    iteration_overhead_ms: float
+    layer_latency_us: float
+    bandwidth_fraction: float
+    flops_fraction: float
+    moe_layer_latency_us: float = 0.0
+    request_overhead_ms: float = 0.0
+    # Tables take part in equality (the roofline's cache tells engines apart by it), not in the hash.
+    allreduce_latency_us: dict = field(default_factory=dict, hash=False)
+    alltoall_latency_us: dict = field(default_factory=dict, hash=False)
+    families: dict = field(default_factory=dict, hash=False)
+    max_batched_tokens: int = 8192
+    aliases: tuple[str, ...] = ()
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def fraction(self, kind: str, device: "Device") -> float:
+        """``kind`` ('bandwidth_fraction' or 'flops_fraction') on ``device``: its own entry, else
+        its family's, else the engine's."""
+        for key in (device.name, device.family):
+            if kind in self.families.get(key, {}):
+                return float(self.families[key][kind])
+        return float(getattr(self, kind))
+
+    def collective_us(self, kind: str, gpus: int) -> float:
+        """Latency (µs) of one all-reduce or all-to-all (``kind``) over ``gpus`` GPUs: the table's
+        value, interpolated in log2(gpus) between its entries and held flat beyond them."""
+        if gpus <= 1:
+            return 0.0
+        table = sorted((int(k), float(v)) for k, v in getattr(self, f"{kind}_latency_us").items())
+        if not table:
+            return 0.0
+        xs = [math.log2(n) for n, _ in table]
+        x = min(max(math.log2(gpus), xs[0]), xs[-1])
+        for (x0, (_, y0)), (x1, (_, y1)) in zip(zip(xs, table), zip(xs[1:], table[1:])):
+            if x <= x1:
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return table[-1][1]
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A transformer's architecture, as far as cost is concerned.
 
-    ``kv_layers`` counts the layers that keep a KV cache growing with context (hybrid models
-    with linear attention have fewer than ``num_layers``). For MoE models the routed-expert
-    parameters are derived from total and active counts: per MoE layer and expert,
-    (total - active) / (moe_layers · (num_experts - experts_per_token)).
+    Layers by what they keep per sequence:
+    - ``kv_layers`` keep a KV cache that grows with the context (full attention). With
+      ``kv_lora_rank`` > 0 the cache is MLA's latent, ``kv_lora_rank + qk_rope_head_dim``
+      values a token and layer, shared by all heads.
+    - ``sliding_layers`` attend within ``sliding_window`` tokens: a bounded cache a sequence.
+    - ``linear_layers`` (Gated DeltaNet, Mamba) keep a recurrent state of
+      ``linear_state_elements`` values a sequence, read and written every iteration.
+
+    For MoE models the routed-expert parameters are derived from total and active counts: per
+    MoE layer and expert, (total - active) / (moe_layers · (num_experts - experts_per_token)).
+    ``expert_dtype`` is the routed experts' own precision where a checkpoint ships them apart
+    (gpt-oss: MXFP4 experts, BF16 attention); empty means the deployment's weight precision.
     """
 
     name: str
@@ -95,12 +170,20 @@ class ModelSpec:
     active_params_b: float
     source: str
     vocab_size: int = 0
+    tie_word_embeddings: bool = False
     kv_layers: int | None = None
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    sliding_layers: int = 0
+    sliding_window: int = 0
+    linear_layers: int = 0
+    linear_state_elements: float = 0.0
     num_experts: int = 0
     experts_per_token: int = 0
     num_shared_experts: int = 0
     moe_layers: int | None = None
     default_dtype: str = "bf16"
+    expert_dtype: str = ""
     hf_id: str = ""
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
@@ -110,8 +193,12 @@ class ModelSpec:
         return self.num_experts > 0 and self.experts_per_token > 0
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
     def n_kv_layers(self) -> int:
-        return self.num_layers if self.kv_layers is None else self.kv_layers
+        return self.num_layers - self.sliding_layers - self.linear_layers if self.kv_layers is None else self.kv_layers
 
     @property
     def n_moe_layers(self) -> int:
@@ -130,9 +217,31 @@ class ModelSpec:
         """Parameters every token touches: attention, embeddings, dense and shared experts."""
         return self.active_params_b * 1e9 - self.n_moe_layers * self.experts_per_token * self.expert_params
 
-    def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> float:
-        """Bytes of K and V cache one token adds, over all KV layers."""
-        return 2.0 * self.n_kv_layers * self.num_kv_heads * self.head_dim * DTYPE_BYTES[kv_dtype]
+    @property
+    def input_embedding_params(self) -> float:
+        """The input embedding table when it is not tied to the output head: an iteration reads
+        one row of it per token, not the table (a tied table is read whole as the head)."""
+        return 0.0 if self.tie_word_embeddings else float(self.vocab_size * self.hidden_size)
+
+    def kv_heads_stored(self, tp: int = 1) -> int:
+        """KV heads held over ``tp`` tensor-parallel ranks: each rank needs at least one, so
+        past tp = num_kv_heads they are replicated; MLA's one latent lives on every rank."""
+        if self.is_mla:
+            return tp
+        return max(self.num_kv_heads, tp) if self.num_kv_heads else 0
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16", tp: int = 1) -> float:
+        """Bytes of cache one token adds over all context-growing layers and all ``tp`` ranks."""
+        per_head = (self.kv_lora_rank + self.qk_rope_head_dim) if self.is_mla else 2.0 * self.head_dim
+        return self.n_kv_layers * self.kv_heads_stored(tp) * per_head * DTYPE_BYTES[kv_dtype]
+
+    def sequence_bytes(self, kv_dtype: str = "bf16", state_dtype: str = "bf16", tp: int = 1) -> float:
+        """Bytes an iteration moves per sequence whatever its context: the recurrent state of the
+        linear layers (read and written) and the full sliding windows (read)."""
+        state = 2.0 * self.linear_layers * self.linear_state_elements * DTYPE_BYTES[state_dtype]
+        window = (self.sliding_layers * self.sliding_window * self.kv_heads_stored(tp)
+                  * 2.0 * self.head_dim * DTYPE_BYTES[kv_dtype])
+        return state + window
 
 
 _REQUIRED = {
@@ -141,6 +250,14 @@ _REQUIRED = {
                   "price_cached_input_per_mtok_usd", "price_output_per_mtok_usd", "source", "date"),
     ModelSpec: ("name", "display_name", "num_layers", "hidden_size", "num_attention_heads",
                 "num_kv_heads", "head_dim", "total_params_b", "active_params_b", "source"),
+    Engine: ("name", "display_name", "version", "source", "iteration_overhead_ms", "layer_latency_us",
+             "bandwidth_fraction", "flops_fraction"),
+}
+#: Fields that must be > 0, not only >= 0: a rate or a size that divides.
+_POSITIVE = {
+    Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops"),
+    ModelSpec: ("num_layers", "hidden_size", "num_attention_heads", "head_dim", "total_params_b", "active_params_b"),
+    Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens"),
 }
 
 
@@ -156,17 +273,38 @@ def _build(cls, data: dict, origin: str):
     data["aliases"] = tuple(data.get("aliases", ()))
     for f in fields(cls):
         v = data.get(f.name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and f.name not in ("aliases",):
+        numeric = str(f.type).split(" ")[0] in ("float", "int")
+        if v is not None and numeric and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ProfileError(f"{origin}: {f.name} must be a number, got {v!r}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             if not math.isfinite(v) or v < 0:
                 raise ProfileError(f"{origin}: {f.name} must be a finite number >= 0, got {v}")
+            if v == 0 and f.name in _POSITIVE.get(cls, ()):
+                raise ProfileError(f"{origin}: {f.name} must be > 0, got {v}")
+        if isinstance(v, dict) and f.name.endswith("_latency_us"):
+            for k, x in v.items():
+                if not (str(k).isdigit() and int(k) >= 2 and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
+                    raise ProfileError(f"{origin}: {f.name} maps GPU counts >= 2 to microseconds >= 0, got {k!r} = {x!r}")
     obj = cls(**data)
     if isinstance(obj, ModelSpec):
         if obj.active_params_b > obj.total_params_b:
             raise ProfileError(f"{origin}: active_params_b exceeds total_params_b")
         if obj.is_moe and obj.experts_per_token >= obj.num_experts:
             raise ProfileError(f"{origin}: experts_per_token must be below num_experts")
-        if obj.default_dtype not in DTYPE_BYTES:
-            raise ProfileError(f"{origin}: default_dtype must be one of {', '.join(DTYPE_BYTES)}")
+        for k in ("default_dtype", "expert_dtype"):
+            if getattr(obj, k) and getattr(obj, k) not in DTYPE_BYTES:
+                raise ProfileError(f"{origin}: {k} must be one of {', '.join(DTYPE_BYTES)}")
+    if isinstance(obj, Device) and obj.family not in FAMILIES:
+        raise ProfileError(f"{origin}: family must be one of {', '.join(FAMILIES)}")
+    if isinstance(obj, Engine):
+        for fam, over in obj.families.items():
+            if not isinstance(over, dict) or not over or not set(over) <= {"bandwidth_fraction", "flops_fraction"}:
+                raise ProfileError(f"{origin}: [families.{fam}] (a device family, {', '.join(FAMILIES)}, or a device "
+                                   "profile name) sets bandwidth_fraction and/or flops_fraction")
+            if not all(isinstance(x, (int, float)) and 0 < x <= 1 for x in over.values()):
+                raise ProfileError(f"{origin}: [families.{fam}] fractions must be in (0, 1]")
+        if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1):
+            raise ProfileError(f"{origin}: bandwidth_fraction and flops_fraction must be in (0, 1]")
     return obj
 
 
@@ -174,12 +312,14 @@ def _slug(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
-_KINDS = {"devices": ("hardware", Device), "apis": ("hardware", ApiEndpoint), "models": ("models", ModelSpec)}
+_KINDS = {"devices": ("hardware", Device), "apis": ("hardware", ApiEndpoint), "models": ("models", ModelSpec),
+          "engines": ("hardware", Engine)}
+_SUBDIR = {"apis": "api", "engines": "engines"}
 
 
 def _root(kind: str):
     pkg = _KINDS[kind][0]
-    return data_dir(pkg) / "api" if kind == "apis" else data_dir(pkg)
+    return data_dir(pkg) / _SUBDIR[kind] if kind in _SUBDIR else data_dir(pkg)
 
 
 @cache
@@ -245,6 +385,18 @@ def load_api(name_or_path: str) -> ApiEndpoint:
     return _lookup("apis", name_or_path, "API profile")
 
 
+#: The engine every command uses unless told otherwise.
+DEFAULT_ENGINE = "vllm"
+
+
+def load_engine(name_or_path: str | None = None) -> Engine:
+    """A serving engine profile by name or alias (default: vLLM), or from a TOML file path."""
+    name_or_path = name_or_path or DEFAULT_ENGINE
+    if name_or_path.endswith(".toml"):
+        return _build(Engine, _read_toml(name_or_path), name_or_path)
+    return _lookup("engines", name_or_path, "engine")
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A model by name or alias, from a TOML profile path, or from a Hugging Face config.json."""
     if name_or_path.endswith(".toml"):
@@ -274,73 +426,143 @@ def _first(cfg: dict, *keys, default=None):
 
 
 def model_from_hf_config(path: str) -> ModelSpec:
-    """A :class:`ModelSpec` from a Hugging Face ``config.json`` (dense, MoE, hybrid attention).
+    """A :class:`ModelSpec` from a Hugging Face ``config.json``, read as it is.
 
-    Parameter counts are computed from the architecture (embeddings, attention, MLP/experts;
-    norms and biases ignored, linear-attention layers counted as full attention): an estimate,
-    stated as such in the profile's source line.
+    Understood: dense and MoE MLPs (Llama, Qwen3-MoE, Mixtral, DeepSeek's dense-first layers and
+    shared experts, gpt-oss), GQA and MLA attention (``kv_lora_rank``), gated attention
+    (``attn_output_gate``), sliding-window layers (``layer_types``), Gated DeltaNet linear
+    attention (``linear_*``, ``full_attention_interval``), Mamba-2 hybrids
+    (``hybrid_override_pattern``), multimodal wrappers (``text_config``) and
+    ``quantization_config`` (FP8 checkpoints; MXFP4 experts). Parameter counts are computed
+    from the shapes (norms, biases and routers ignored): an estimate, said so in the source line.
     """
     try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+        cfg = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ProfileError(f"{path}: not a readable JSON config ({e})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ProfileError(f"{path}: not a readable JSON config ({type(e).__name__}: {str(e)[:120]})") from None
     if not isinstance(cfg, dict):
         raise ProfileError(f"{path}: config.json must hold a JSON object")
-    cfg = {**cfg, **cfg.get("text_config", {})}  # multimodal configs nest the language model
+    text = cfg.get("text_config")
+    cfg = {**cfg, **(text if isinstance(text, dict) else {})}  # multimodal configs nest the language model
     try:
-        layers = int(_first(cfg, "num_hidden_layers", "n_layer", "num_layers"))
-        hidden = int(_first(cfg, "hidden_size", "n_embd", "d_model"))
-        heads = int(_first(cfg, "num_attention_heads", "n_head"))
-    except (TypeError, ValueError):
-        raise ProfileError(f"{path}: needs num_hidden_layers, hidden_size and num_attention_heads") from None
-    kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
-    head_dim = int(_first(cfg, "head_dim", default=hidden // heads))
-    vocab = int(_first(cfg, "vocab_size", default=0))
-    inter = int(_first(cfg, "intermediate_size", "ffn_dim", default=4 * hidden))
-    experts = int(_first(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0)
-    top_k = int(_first(cfg, "num_experts_per_tok", "moe_topk", "num_experts_per_token", default=0) or 0)
-    moe_inter = int(_first(cfg, "moe_intermediate_size", default=inter))
-    shared_inter = _first(cfg, "shared_expert_intermediate_size")
-    n_shared = int(_first(cfg, "n_shared_experts", "num_shared_experts", default=1 if shared_inter else 0))
-    shared_inter = int(shared_inter) if shared_inter else moe_inter * n_shared
-    dense_first = int(_first(cfg, "first_k_dense_replace", default=0))
-    moe_layers = layers - dense_first if experts else 0
+        return _build(ModelSpec, _hf_fields(cfg, path), path)
+    except (TypeError, ValueError, OverflowError) as e:
+        if isinstance(e, ProfileError):
+            raise
+        raise ProfileError(f"{path}: a config value has the wrong type or range ({e})") from None
 
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        kv_layers = sum(1 for t in layer_types if "full" in str(t) or t == "attention")
-    elif cfg.get("full_attention_interval"):
-        kv_layers = layers // int(cfg["full_attention_interval"])
+
+def _int(cfg, *keys, default=0) -> int:
+    v = _first(cfg, *keys, default=default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1e12:
+        raise ProfileError(f"{keys[0]} must be a number in [0, 1e12], got {v!r}")
+    return int(v)
+
+
+def _hf_fields(cfg: dict, path: str) -> dict:
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _int(cfg, "num_attention_heads", "n_head")
+    if not (layers and hidden and heads):
+        raise ProfileError(f"{path}: needs num_hidden_layers, hidden_size and num_attention_heads > 0")
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    head_dim = _int(cfg, "head_dim", default=hidden // heads) or hidden // heads
+    vocab = _int(cfg, "vocab_size")
+    inter = _int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden)
+    experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts")
+    top_k = _int(cfg, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
+    moe_inter = _int(cfg, "moe_intermediate_size", default=inter)
+    shared_inter = _int(cfg, "shared_expert_intermediate_size")
+    n_shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=1 if shared_inter else 0)
+    shared_inter = shared_inter or moe_inter * n_shared
+
+    # Which mixer each layer has: full attention, sliding-window attention, or linear/SSM.
+    types = cfg.get("layer_types")
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        mixers = ["linear" if c == "M" else "full" for c in pattern if c in "M*"]
+        mlp_layers = sum(c in "-E" for c in pattern)
     else:
-        kv_layers = layers
+        if isinstance(types, list) and len(types) == layers:
+            mixers = ["linear" if ("linear" in str(t) or "mamba" in str(t)) else
+                      "sliding" if "sliding" in str(t) else "full" for t in types]
+        elif cfg.get("full_attention_interval"):
+            every = _int(cfg, "full_attention_interval") or 1
+            mixers = ["full" if (i + 1) % every == 0 else "linear" for i in range(layers)]
+        else:
+            mixers = ["full"] * layers
+        mlp_layers = layers
+    n_full, n_slide, n_lin = (mixers.count(k) for k in ("full", "sliding", "linear"))
+    window = _int(cfg, "sliding_window") if n_slide else 0
 
-    attn = hidden * head_dim * (2 * heads + 2 * kv_heads)
-    dense_mlp = 3 * hidden * inter
+    # Parameters per mixer.
+    kv_lora, rope = _int(cfg, "kv_lora_rank"), _int(cfg, "qk_rope_head_dim")
+    if kv_lora:  # MLA (DeepSeek-V2/V3): low-rank queries and a shared latent KV
+        nope, v_dim, q_lora = _int(cfg, "qk_nope_head_dim"), _int(cfg, "v_head_dim"), _int(cfg, "q_lora_rank")
+        head_dim = nope + rope  # a query head's width; the cache is the latent, not heads
+        q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
+        attn = q + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
+    else:
+        gate = 2 if cfg.get("attn_output_gate") else 1  # gated attention: the query projection also makes the gate
+        attn = hidden * head_dim * (gate * heads + 2 * kv_heads) + heads * head_dim * hidden
+    lin, state = 0, 0.0
+    if n_lin and cfg.get("linear_num_value_heads"):  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        nv, nk = _int(cfg, "linear_num_value_heads"), _int(cfg, "linear_num_key_heads")
+        dk, dv = _int(cfg, "linear_key_head_dim"), _int(cfg, "linear_value_head_dim")
+        conv = _int(cfg, "linear_conv_kernel_dim", default=4)
+        lin = hidden * (2 * nk * dk + 2 * nv * dv + 2 * nv) + nv * dv * hidden
+        state = nv * dk * dv + (2 * nk * dk + nv * dv) * max(conv - 1, 0)
+    elif n_lin:  # Mamba-2
+        mh, md = _int(cfg, "mamba_num_heads"), _int(cfg, "mamba_head_dim")
+        ds, groups = _int(cfg, "ssm_state_size", "state_size"), _int(cfg, "n_groups", default=1)
+        conv = _int(cfg, "conv_kernel", "mamba_d_conv", default=4)
+        inner = mh * md
+        lin = hidden * (2 * inner + 2 * groups * ds + mh) + inner * hidden
+        state = inner * ds + (inner + 2 * groups * ds) * max(conv - 1, 0)
+
+    # MLPs: dense-first layers, MoE layers (routed + shared), or dense everywhere.
+    gated = 2 if cfg.get("model_type") == "nemotron_h" else 3  # squared-ReLU MLP has no gate
+    dense_first = _int(cfg, "first_k_dense_replace")
+    dense_only = cfg.get("mlp_only_layers") or []
+    moe_layers = max(mlp_layers - dense_first - len(dense_only), 0) if experts else 0
+    dense_layers = mlp_layers - moe_layers
     expert = 3 * hidden * moe_inter
     shared = 3 * hidden * shared_inter
-    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    total = embed + layers * attn + dense_first * dense_mlp
+    embed = vocab * hidden
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    mixer_params = (n_full + n_slide) * attn + n_lin * lin
+    total = embed * (1 if tied else 2) + mixer_params + dense_layers * gated * hidden * inter
     active = total
     if experts:
         total += moe_layers * (experts * expert + shared)
         active += moe_layers * (top_k * expert + shared)
-    else:
-        total += layers * dense_mlp
-        active += layers * dense_mlp
+
+    quant = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    method = str(quant.get("quant_method", "")).lower()
+    dtype = _dtype_of(cfg.get("torch_dtype") or cfg.get("dtype"))
+    expert_dtype = ""
+    if method == "fp8" or (method in ("compressed-tensors", "modelopt") and "fp8" in json.dumps(quant).lower()):
+        dtype = "fp8"
+    elif method == "mxfp4":
+        expert_dtype = "mxfp4"  # the experts only: modules_to_not_convert keeps attention, router, embeddings
     name = Path(path).parent.name or Path(path).stem
-    return _build(ModelSpec, dict(
-        name=_slug(cfg.get("_name_or_path", name).split("/")[-1]) or "hf-config",
-        display_name=f"{cfg.get('_name_or_path', name)} (from {path})",
+    label = str(cfg.get("_name_or_path") or name)
+    return dict(
+        name=_slug(label.split("/")[-1]) or "hf-config",
+        display_name=f"{label} (from {path})",
         num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv_heads,
-        head_dim=head_dim, vocab_size=vocab, kv_layers=kv_layers,
-        num_experts=experts, experts_per_token=top_k, num_shared_experts=n_shared,
-        moe_layers=moe_layers or None,
+        head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=tied,
+        kv_layers=n_full, kv_lora_rank=kv_lora, qk_rope_head_dim=rope if kv_lora else 0,
+        sliding_layers=n_slide, sliding_window=window,
+        linear_layers=n_lin, linear_state_elements=float(state),
+        num_experts=experts if top_k else 0, experts_per_token=top_k if experts else 0,
+        num_shared_experts=n_shared, moe_layers=moe_layers or None,
         total_params_b=total / 1e9, active_params_b=active / 1e9,
-        default_dtype=_dtype_of(cfg.get("torch_dtype") or cfg.get("dtype")),
+        default_dtype=dtype, expert_dtype=expert_dtype,
         source=f"Hugging Face config.json at {path}; parameter counts estimated from the architecture",
-    ), path)
+    )
 
 
 def _dtype_of(torch_dtype) -> str:
@@ -350,13 +572,23 @@ def _dtype_of(torch_dtype) -> str:
 # --- Deployment --------------------------------------------------------------------------------
 
 
+def weight_bytes(model: ModelSpec, weight_dtype: str = "bf16", expert_dtype: str = "") -> float:
+    """Bytes of all weights: routed experts in ``expert_dtype`` (default: the model's own expert
+    precision, else ``weight_dtype``), everything else in ``weight_dtype``."""
+    routed = model.n_moe_layers * model.num_experts * model.expert_params if model.is_moe else 0.0
+    b_exp = DTYPE_BYTES[expert_dtype or model.expert_dtype or weight_dtype]
+    return (model.total_params_b * 1e9 - routed) * DTYPE_BYTES[weight_dtype] + routed * b_exp
+
+
 @dataclass(frozen=True)
 class Deployment:
-    """A model served on ``n_devices`` identical devices with tensor parallelism.
+    """A model served on ``n_devices`` identical devices under a serving ``engine``.
 
-    ``weight_dtype`` sets bytes per parameter and the tensor-core rate used; ``kv_dtype`` the
-    KV-cache bytes. Communication is modelled as two all-reduces of the activations per layer
-    over the interconnect.
+    Attention and dense layers are tensor-parallel over all devices. Routed experts are
+    tensor-sharded too, or with ``expert_parallel`` placed whole on the devices and reached by
+    an all-to-all dispatch and combine. ``weight_dtype`` sets bytes per parameter and the
+    tensor-core rate; ``expert_dtype`` the routed experts' (empty: the model's own, else
+    ``weight_dtype``); ``kv_dtype`` the KV cache's.
     """
 
     model: ModelSpec
@@ -364,25 +596,34 @@ class Deployment:
     n_devices: int = 1
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    engine: Engine = field(default_factory=lambda: load_engine())
+    expert_parallel: bool = False
+    expert_dtype: str = ""
+
+    @property
+    def expert_precision(self) -> str:
+        return self.expert_dtype or self.model.expert_dtype or self.weight_dtype
 
     @property
     def weight_bytes(self) -> float:
-        return self.model.total_params_b * 1e9 * DTYPE_BYTES[self.weight_dtype]
+        return weight_bytes(self.model, self.weight_dtype, self.expert_dtype)
 
     @property
     def memory_bytes(self) -> float:
         return self.device.memory_gb * 1e9 * self.n_devices
 
     def describe(self) -> str:
+        exp = f", {self.expert_precision} experts" if self.model.is_moe and self.expert_precision != self.weight_dtype else ""
+        ep = ", expert-parallel" if self.expert_parallel else ""
         return (f"{self.model.display_name} on {self.n_devices}x {self.device.display_name}, "
-                f"{self.weight_dtype} weights")
+                f"{self.weight_dtype} weights{exp}{ep}, {self.engine.display_name}")
 
 
 def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16",
                     kv_reserve_fraction: float = 0.1, power_of_two: bool = True) -> int:
     """The fewest devices whose memory holds the weights and leaves ``kv_reserve_fraction`` of
     it for KV cache and activations; rounded up to a power of two (tensor parallelism)."""
-    need = model.total_params_b * 1e9 * DTYPE_BYTES[weight_dtype]
+    need = weight_bytes(model, weight_dtype)
     usable = device.memory_gb * 1e9 * (1.0 - kv_reserve_fraction)
     n = max(1, math.ceil(need / usable))
     return 1 << (n - 1).bit_length() if power_of_two else n

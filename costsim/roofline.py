@@ -3,14 +3,21 @@
 One iteration processes ``prefill_tokens`` new prompt tokens after ``prefill_context`` cached
 tokens and/or one decode token for each of ``decode_batch`` sequences at ``decode_context``.
 
-- FLOPs: 2 per active parameter per token, plus attention 4·heads·head_dim per (query, key)
-  pair in each KV layer (QKᵀ and AV).
-- HBM bytes: the weights the iteration touches — all dense/shared weights, and for MoE the
-  union of routed experts its T tokens select, E·(1 - (1 - k/E)^T) per layer (uniform routing
-  assumed), not T·k — plus the KV cache read (the context of every sequence) and written.
-- Time: max(compute, memory) with the device's efficiency factors, plus tensor-parallel
-  all-reduces (two per layer, ring, bandwidth and a fixed latency) and the per-iteration
-  overhead. The memory-bound ⇄ compute-bound switch is what the paper's pass counting ignores.
+- FLOPs: 2 per active parameter per token (the input embedding is a look-up), attention
+  4·heads·head_dim per (query, key) pair in each full-attention layer (MLA, absorbed:
+  heads·(4·kv_lora_rank + 2·rope)), sliding-window layers' pairs within their window, and
+  4 per recurrent-state value per token in linear-attention layers.
+- HBM bytes: the weights the iteration touches — dense and shared weights (not the untied
+  input embedding), and for MoE the union of routed experts its T tokens select,
+  E·(1 - (1 - k/E)^T) per layer (uniform routing), each part in its own precision — plus the
+  KV cache read (the context of every sequence; heads replicated past TP = KV heads, MLA's
+  latent on every rank) and written, plus per sequence the sliding windows and the linear
+  layers' recurrent state (read and written).
+- Time: max(compute, memory) at the engine's achieved fractions of the device's peaks, plus
+  the engine's fixed latencies: per iteration, per layer, per MoE layer, and per collective —
+  an all-reduce after each tensor-parallel mixer and MLP, or a dispatch and a combine
+  all-to-all per MoE layer under expert parallelism — with the collectives' bytes over the
+  interconnect. The memory-bound ⇄ compute-bound switch is what the paper's pass counting ignores.
 
 All functions broadcast numpy arrays.
 """
@@ -25,8 +32,10 @@ import numpy as np
 
 from .profiles import DTYPE_BYTES, Deployment
 
-#: Latency of one all-reduce launch over NVLink (assumption: ~10 µs, NCCL small-message latency).
-ALLREDUCE_LATENCY_S = 10e-6
+#: Activations cross the interconnect in BF16 (vLLM, SGLang and TensorRT-LLM all-reduce in the
+#: model's activation dtype); the recurrent state of linear layers is kept in it too (vLLM's
+#: ``mamba_ssm_cache_dtype = "auto"``: the model dtype).
+ACTIVATION_DTYPE = "bf16"
 
 
 @dataclass(frozen=True)
@@ -63,29 +72,32 @@ class Coefficients:
     arrays alike.
     """
 
-    flops_per_token: float       # 2 · active parameters
-    flops_per_pair: float        # 4 · heads · head_dim · KV layers
-    kv_bytes_per_token: float
+    flops_per_token: float       # 2 · active parameters (+ sliding-window and linear-state work)
+    flops_per_pair: float        # attention FLOPs per (query, key) pair over the full-attention layers
+    kv_bytes_per_token: float    # over all ranks (replicated KV heads counted on each)
     always_bytes: float          # dense + shared weights, read by every iteration
     routed_bytes: float          # all routed experts (0 for dense models)
     keep: float                  # 1 - k/E: chance a token skips a given expert (1 for dense)
-    compute_rate: float          # effective FLOP/s over all devices
-    memory_rate: float           # effective B/s over all devices
-    comm_s_per_token: float      # tensor-parallel all-reduce bandwidth time per token
-    fixed_s: float               # per-iteration overhead + all-reduce latencies
+    compute_rate: float          # achieved FLOP/s over all devices
+    memory_rate: float           # achieved B/s over all devices
+    comm_s_per_token: float      # collectives' bytes over the interconnect, per token
+    fixed_s: float               # engine latencies: per iteration, per layer, per collective
+    seq_bytes: float = 0.0       # per sequence in the iteration: sliding windows + recurrent state
 
     def weight_bytes(self, tokens):
         """Weights read by an iteration over ``tokens`` tokens: E·(1-(1-k/E)^T) experts a layer."""
         return (self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens)) * (tokens > 0)
 
-    def cost(self, tokens, pairs, kv_read_tokens) -> Cost:
-        return Cost(*self.terms(tokens, pairs, kv_read_tokens))
+    def cost(self, tokens, pairs, kv_read_tokens, seqs=None) -> Cost:
+        return Cost(*self.terms(tokens, pairs, kv_read_tokens, seqs))
 
-    def terms(self, tokens, pairs, kv_read_tokens) -> tuple:
+    def terms(self, tokens, pairs, kv_read_tokens, seqs=None) -> tuple:
         """The iteration's ``(seconds, hbm_bytes, flops, compute_s, memory_s)``: :meth:`cost`
-        as a plain tuple, for the simulator's hot path on Python floats."""
+        as a plain tuple, for the simulator's hot path on Python floats. ``seqs`` sequences
+        take part (default: ``tokens``, a decode-only iteration)."""
         flops = self.flops_per_token * tokens + self.flops_per_pair * pairs
-        hbm = self.weight_bytes(tokens) + self.kv_bytes_per_token * (kv_read_tokens + tokens)
+        hbm = (self.weight_bytes(tokens) + self.kv_bytes_per_token * (kv_read_tokens + tokens)
+               + self.seq_bytes * (tokens if seqs is None else seqs))
         compute_s, memory_s = flops / self.compute_rate, hbm / self.memory_rate
         busy = tokens > 0
         # max(a, b) written with abs() so that Python floats (the simulator) skip numpy.
@@ -96,7 +108,8 @@ class Coefficients:
     def prefill_chunk(self, tokens, context) -> tuple:
         """:meth:`terms` of one iteration prefilling ``tokens`` new tokens after ``context``
         cached ones: each new token attends to the context and, causally, to half the new ones."""
-        return self.terms(tokens, tokens * (context + tokens / 2.0), context * (tokens > 0))
+        busy = tokens > 0
+        return self.terms(tokens, tokens * (context + tokens / 2.0), context * busy, busy * 1.0)
 
     def solo_call(self, prefill: int, context: int, decode: int, token_budget: int) -> tuple:
         """``(seconds, hbm_bytes, flops)`` of one call on an otherwise idle replica: its prefill
@@ -143,7 +156,7 @@ class Coefficients:
     def _decode_lines(self, B, C):
         c0 = (self.flops_per_token * B + self.flops_per_pair * C) / self.compute_rate
         c1 = self.flops_per_pair * B / self.compute_rate
-        m0 = (float(self.weight_bytes(B)) + self.kv_bytes_per_token * (C + B)) / self.memory_rate
+        m0 = (float(self.weight_bytes(B)) + self.kv_bytes_per_token * (C + B) + self.seq_bytes * B) / self.memory_rate
         m1 = self.kv_bytes_per_token * B / self.memory_rate
         return c0, c1, m0, m1, self.comm_s_per_token * B + self.fixed_s
 
@@ -165,25 +178,39 @@ class Coefficients:
 @cache
 def coefficients(dep: Deployment) -> Coefficients:
     """The :class:`Coefficients` of a deployment (cached: deployments are frozen)."""
-    m, dev, n = dep.model, dep.device, dep.n_devices
-    b = DTYPE_BYTES[dep.weight_dtype]
-    comm_tok, fixed = 0.0, dev.iteration_overhead_s
+    m, dev, n, eng = dep.model, dep.device, dep.n_devices, dep.engine
+    b, b_exp, b_act = (DTYPE_BYTES[dep.weight_dtype], DTYPE_BYTES[dep.expert_precision],
+                       DTYPE_BYTES[ACTIVATION_DTYPE])
+    routed = m.n_moe_layers * m.num_experts * m.expert_params if m.is_moe else 0.0
+    always = (m.always_active_params if m.is_moe else m.total_params_b * 1e9) - m.input_embedding_params
+    per_pair = m.num_attention_heads * ((4.0 * m.kv_lora_rank + 2.0 * m.qk_rope_head_dim) if m.is_mla else 4.0 * m.head_dim)
+    flops_per_token = (2.0 * (m.active_params_b * 1e9 - m.input_embedding_params)
+                       + 4.0 * m.num_attention_heads * m.head_dim * m.sliding_layers * m.sliding_window
+                       + 4.0 * m.linear_layers * m.linear_state_elements)
+
+    # Collectives: an all-reduce after every tensor-parallel mixer and MLP; under expert
+    # parallelism each MoE layer swaps its all-reduce for a dispatch and a combine all-to-all
+    # of the k expert copies of every token. Ring all-reduce moves 2(n-1)/n of the message.
+    moe_layers = m.n_moe_layers if m.is_moe else 0
+    comm_tok = fixed_coll_us = 0.0
     if n > 1:
-        # Two ring all-reduces of the activations per layer.
-        link = max(dev.interconnect_bandwidth_gbps, 1e-9) * 1e9
-        comm_tok = 2.0 * m.num_layers * 2.0 * (n - 1) / n * m.hidden_size * DTYPE_BYTES["bf16"] / link
-        fixed += 2.0 * m.num_layers * ALLREDUCE_LATENCY_S
-    routed = m.n_moe_layers * m.num_experts * m.expert_params * b if m.is_moe else 0.0
-    always = (m.always_active_params if m.is_moe else m.total_params_b * 1e9) * b
+        a2a = 2 * moe_layers if dep.expert_parallel else 0
+        ar = 2 * m.num_layers - a2a // 2
+        link = max(dev.interconnect_bandwidth_gbps, 1e-9) * 1e9 / 2.0  # datasheets give both directions
+        comm_tok = (ar * 2.0 * (n - 1) / n + a2a * m.experts_per_token * (n - 1) / n) * m.hidden_size * b_act / link
+        fixed_coll_us = ar * eng.collective_us("allreduce", n) + a2a * eng.collective_us("alltoall", n)
+    fixed_s = (eng.iteration_overhead_ms * 1e-3 + 1e-6 * (m.num_layers * eng.layer_latency_us
+               + moe_layers * eng.moe_layer_latency_us + fixed_coll_us))
     return Coefficients(
-        flops_per_token=2.0 * m.active_params_b * 1e9,
-        flops_per_pair=4.0 * m.num_attention_heads * m.head_dim * m.n_kv_layers,
-        kv_bytes_per_token=m.kv_bytes_per_token(dep.kv_dtype),
-        always_bytes=always, routed_bytes=routed,
+        flops_per_token=flops_per_token,
+        flops_per_pair=per_pair * m.n_kv_layers,
+        kv_bytes_per_token=m.kv_bytes_per_token(dep.kv_dtype, n),
+        always_bytes=always * b, routed_bytes=routed * b_exp,
         keep=1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0,
-        compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * dev.flops_efficiency,
-        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * dev.bandwidth_efficiency,
-        comm_s_per_token=comm_tok, fixed_s=fixed,
+        compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * eng.fraction("flops_fraction", dev),
+        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * eng.fraction("bandwidth_fraction", dev),
+        comm_s_per_token=comm_tok, fixed_s=fixed_s,
+        seq_bytes=m.sequence_bytes(dep.kv_dtype, ACTIVATION_DTYPE, n),
     )
 
 
@@ -214,7 +241,7 @@ def iteration(dep: Deployment, decode_batch=0, decode_context=0, prefill_tokens=
     # Prefill attends each new token to the context and, causally, to half the new tokens.
     pairs = B * Cd + T * (Cp + T / 2.0)
     kv_read = B * Cd + Cp * (T > 0)
-    return coefficients(dep).cost(B + T, pairs, kv_read)
+    return coefficients(dep).cost(B + T, pairs, kv_read, B + (T > 0))
 
 
 def decode_step(dep: Deployment, batch, context) -> Cost:

@@ -21,7 +21,8 @@ over the base::
 Keys: every :class:`~costsim.sim.run.Scenario` field that is a number or a name (``p``, ``K``,
 ``p_dist``, ``rho``, ``verdict_tokens``, ``sessions``, ``arrival_rate``, replicas, ``seed``, the
 protocol knobs ...), the deployment keys of ``costsim simulate`` (``strong``, ``weak``,
-``strong_device``, ``weak_device``, ``strong_gpus``, ``strong_dtype``, ``weak_dtype``),
+``strong_device``, ``weak_device``, ``strong_gpus``, ``strong_dtype``, ``weak_dtype``, ``engine``,
+``weak_engine``, ``expert_parallel``),
 ``tool_latency``/``user_latency`` (seconds or ``lognormal:median,sigma``), ``protocols``,
 ``options``, and the tasks (``trace`` or ``synthetic_tasks`` with ``task_seed``).
 
@@ -47,7 +48,8 @@ import os
 import tomllib
 from pathlib import Path
 
-DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype")
+DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
+               "engine", "weak_engine", "expert_parallel")
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
 LATENCY_KEYS = ("tool_latency", "user_latency")
 

@@ -10,7 +10,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from costsim.profiles import Device, ModelSpec
+from costsim.profiles import Device, ModelSpec, load_engine
 
 LLAMA_8B_CONFIG = {
     "_name_or_path": "meta-llama/Llama-3.1-8B", "architectures": ["LlamaForCausalLM"],
@@ -38,8 +38,7 @@ def hf_config(tmp_path):
 @pytest.fixture
 def toy_device():
     return Device(name="toy", display_name="Toy GPU", memory_gb=80, hbm_bandwidth_gbps=2000,
-                  bf16_dense_tflops=400, source="test", interconnect_bandwidth_gbps=400,
-                  bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
+                  bf16_dense_tflops=400, source="test", interconnect_bandwidth_gbps=400)
 
 
 @pytest.fixture
@@ -61,11 +60,13 @@ def costsim_argv() -> list[str]:
     return [str(script)] if script.exists() else [shutil.which("costsim") or "costsim"]
 
 
+# The shipped ideal engine: no fixed latencies, datasheet peaks (the paper's roofline).
+IDEAL_ENGINE = load_engine("ideal")
+
 # An ideal memory-bound device: compute is free, no KV traffic, no overheads, so every engine
 # iteration costs exactly one pass over the weights (params_b seconds): the paper's pass counting.
 IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
-               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test",
-               bandwidth_efficiency=1.0, flops_efficiency=1.0, iteration_overhead_s=0.0)
+               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test")
 
 
 def ideal(params_b):
@@ -74,4 +75,4 @@ def ideal(params_b):
 
     m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
                   num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
-    return Deployment(m, IDEAL, 1, "bf16")
+    return Deployment(m, IDEAL, 1, "bf16", engine=IDEAL_ENGINE)

@@ -36,7 +36,9 @@ def small():
     s, w = deps()
     tasks = generate(90, seed=3, shape=SHORT)
     sc = Scenario(strong=s, weak=w, p=0.8, K=6, seed=1)
-    srch = cap.Search(latency_p95_s=60.0, rel_tol=0.08)
+    # An uncontended task takes about 66 s at p95 here (Qwen3-30B-A3B on one H20 under the vLLM
+    # profile), so the target leaves room for contention above that.
+    srch = cap.Search(latency_p95_s=120.0, rel_tol=0.08)
     cells = {n: cap.search_cell(tasks, sc, n, srch) for n in ("strong-only", "specagent")}
     return tasks, sc, srch, cells
 
@@ -132,9 +134,10 @@ def test_unreachable_target_is_reported_not_planned():
 
 
 def test_faster_device_sustains_more_per_replica():
-    # Decode of a small-batch MoE is bandwidth bound: B200 (8 TB/s) beats H20 (4 TB/s).
-    tasks = generate(60, seed=2, shape=SHORT)
-    srch = cap.Search(latency_p95_s=30.0, rel_tol=0.1)
+    # Decode of a small-batch MoE is bandwidth bound: B200 (8 TB/s) beats H20 (4 TB/s, and 0.35
+    # of it achieved by the engine fit).
+    tasks = generate(200, seed=2, shape=SHORT)  # enough that the probes can judge B200's rate
+    srch = cap.Search(latency_p95_s=120.0, rel_tol=0.1)
     rates = {}
     for dev in ("h20", "b200"):
         s, w = deps(dev)
@@ -143,7 +146,9 @@ def test_faster_device_sustains_more_per_replica():
 
 
 def test_batch_past_balance_point_is_flagged():
-    # A dense 70B model on H20 has B* near 33 at short context. Under a latency target its
+    # A dense 70B model on H20 has a finite B* at short context (37 by the paper's datasheet
+    # form; higher under the engines' achieved fractions, 0.35 of the bandwidth against 0.48 of
+    # the FLOPs, which make compute relatively cheaper). Under a latency target its
     # compute-bound prefills keep the batch below that; a cell pushed to 1 task/s (the loose
     # capacity a planner might assume) runs the strong replica far past it, and is flagged.
     strong = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
@@ -154,7 +159,7 @@ def test_batch_past_balance_point_is_flagged():
     loose = {"strong-only": cap.Cell("strong-only", 1, 0, 1.0, True, 0.0, 0.0)}
     res = cap.plan(tasks, sc, 1.0, ("strong-only",), srch, cells=loose)
     r = res["protocols"]["strong-only"]
-    assert 20 < res["balance_batch"] < 60
+    assert 37 < res["balance_batch"] < 150
     assert r["strong_batch"] > res["balance_batch"] and r["past_balance_point"] is True
     calm = cap.plan(tasks, sc, 0.01, ("strong-only",), srch, cells=loose)["protocols"]["strong-only"]
     assert calm["strong_batch"] < res["balance_batch"] and calm["past_balance_point"] is False

@@ -35,7 +35,12 @@ def test_predict_default_values_are_the_formulas(capsys):
     assert r["break_even_kappa"] == pytest.approx(float(formulas.break_even_kappa(0.8, 6, vd, rho)))
     assert r["best_K"] == int(formulas.best_K(0.8, vd, rho, kappa)[0])
     assert r["regime"] in ("memory-bound", "compute-bound")
-    assert r["strong_deployment"] == {"model": "qwen3.5-397b-a17b", "device": "h20", "n_devices": 8, "dtype": "fp8"}
+    assert r["strong_deployment"] == {"model": "qwen3.5-397b-a17b", "device": "h20", "n_devices": 8, "dtype": "fp8",
+                                      "engine": "vllm", "expert_parallel": False}
+    assert r["weak_deployment"]["engine"] == "vllm"
+    # The verdict says in words which side of break-even kappa this is.
+    side = "slower" if r["L"] > 1 else "faster"
+    assert r["verdict"].startswith(f"SpecAgent is {side} than Strong-only here")
     assert r["balance_batch_paper"] == pytest.approx(37.0)
     assert r["sources"]["kappa"].startswith("roofline")
 
@@ -72,7 +77,7 @@ def test_predict_text_names_units_and_sources():
     code, out, err = run("predict", "--p-accept", "0.8", "--K", "6")
     assert code == 0, err
     for phrase in ("R_u", "L_u", "weight passes", "calls", "balance point", "memory-bound", "sequences",
-                   "default:", "roofline:", "fp8 weights", "8x h20", "compute-bound"):
+                   "default:", "roofline (vllm strong, vllm weak):", "fp8 weights, vllm", "8x h20", "compute-bound"):
         assert phrase in out
 
 
@@ -113,8 +118,9 @@ def test_roofline_json(capsys):
                 "balance_batch", "regime"):
         assert key in r
     assert r["regime"] == "memory-bound" and r["prefill_regime"] == "compute-bound"
-    # 8.03B params in bf16 plus 1001 tokens of KV at 128 KiB each, read once
-    assert r["hbm_bytes_per_decode_step"] == pytest.approx(8.03e9 * 2 + 1001 * 131072, rel=0.01)
+    # 8.03B params less the untied input embedding (128256 x 4096: one row gathered per token)
+    # in bf16, plus 1001 tokens of KV at 128 KiB each, read once
+    assert r["hbm_bytes_per_decode_step"] == pytest.approx((8.03e9 - 128256 * 4096) * 2 + 1001 * 131072, rel=0.01)
 
 
 def test_profiles_list_show_and_aliases(capsys):

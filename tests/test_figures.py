@@ -113,7 +113,9 @@ def test_balance_point_figure_shows_the_contention(regenerated):
     _, done = regenerated
     runs = done["balance-point"]["result"]["runs"]
     h20 = runs["h20"]["points"]
-    assert 20 < runs["h20"]["B_star"] < 60
+    # Finite on H20, above the paper's datasheet form (the engines reach a smaller share of the
+    # H20's bandwidth than of its FLOPs) and inside the range of batches simulated.
+    assert runs["h20"]["B_star_paper"] < runs["h20"]["B_star"] < h20[-1]["batch"]
     assert h20[0]["R_time"] < 0.5 and h20[-1]["R_time"] > 1.0
     assert h20[-1]["batch"] > runs["h20"]["B_star"]
     # Past B* the H20 ratio exceeds what the bandwidth-rich devices show at the same load.

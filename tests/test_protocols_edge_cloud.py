@@ -11,6 +11,8 @@ from costsim.sim import Latency, Scenario, simulate, summarize
 from costsim.traces.schema import Step, Task
 from costsim.traces.synthetic import Shape, generate
 
+from conftest import ideal
+
 API_TOML = """
 name = "test-api"
 display_name = "test API"
@@ -28,9 +30,6 @@ display_name = "ideal edge device"
 memory_gb = 1e6
 hbm_bandwidth_gbps = 2.0
 bf16_dense_tflops = 1e12
-bandwidth_efficiency = 1.0
-flops_efficiency = 1.0
-iteration_overhead_s = 0.0
 source = "test"
 """
 
@@ -122,11 +121,12 @@ def test_edge_cloud_runs_the_weak_model_on_the_edge_device(tmp_path, api):
     dev = tmp_path / "ideal-edge.toml"
     dev.write_text(IDEAL_TOML)
     t = Task("t", tuple(Step("read", 5, 3, context_tokens=2) for _ in range(3)))
-    s, w = deployments()
+    s, _ = deployments()
+    w = ideal(4.0)  # a dense model without KV cache under the ideal engine
     r = simulate([t], Scenario(strong=s, weak=w, K=6, protocols=("edge-cloud",), api=api(),
                                edge_device=str(dev)))[0]
     # Three drafted reads committed without review: weak only, 3 calls of 1 + 5 passes of the
-    # weak model's bf16 weights at 2 GB/s (and a few KV-cache bytes).
+    # weak model's bf16 weights at 2 GB/s.
     assert r["strong_calls"] == 0 and r["api_cost_usd"] == 0
     assert r["wall_s"] == pytest.approx(3 * 6 * w.model.total_params_b * 2 / 2.0, rel=1e-3)
     assert np.isfinite(r["weak_hbm_bytes"]) and r["weak_hbm_bytes"] > 0

@@ -79,15 +79,17 @@ class ApiServer:
 
 def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
-    from ..profiles import Deployment, devices_to_hold, load_api, load_device
+    from dataclasses import replace
+
+    from ..profiles import devices_to_hold, load_api, load_device
     from ..sim.replica import Replica
 
     ep = load_api(sc.api or DEFAULT_API)
     ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else DEFAULT_TTFT_S)
     tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or DEFAULT_OUTPUT_TPS)
     dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
-    model, dtype = sc.weak.model, sc.weak.weight_dtype
-    local = Deployment(model, dev, devices_to_hold(model, dev, dtype), dtype)
+    # The weak deployment moved to the edge device: same model, precision and engine.
+    local = replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype))
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
     return strong, weak

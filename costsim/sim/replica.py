@@ -135,7 +135,7 @@ class Replica:
                 kv_read += req.context if t else 0
                 budget -= t
                 seats -= 1
-            ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read)
+            ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read, B + len(ep.chunks))
             ep.mixed_s = ep.mixed_cost[0]
             # Fuse the decode run only if nobody finishes in the mixed iteration (they must be
             # released at its end) and nobody is left queued.
@@ -254,9 +254,9 @@ class Replica:
         self._acc_t += secs / tokens
         self._ctx_sum += B
         self._settle(finished)
-        kvb, fpt, fpp = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair
+        kvb, fpt, fpp, sqb = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair, coef.seq_bytes
         for r, t in ep.chunks:
-            r.hbm_bytes += wshare * t + kvb * ((r.context if t else 0) + t)
+            r.hbm_bytes += wshare * t + kvb * ((r.context if t else 0) + t) + sqb
             r.flops += fpt * t + fpp * t * (r.context + t / 2.0)
             r.busy_s += secs * t / tokens
             r.context += t
@@ -284,7 +284,7 @@ class Replica:
             _, _, r = heapq.heappop(self._running)
             it0, w0, t0 = r._join
             D, c0 = now_it - it0, r.context
-            r.hbm_bytes += self._acc_w - w0 + kvb * (D * c0 + D * (D + 1) / 2.0)
+            r.hbm_bytes += self._acc_w - w0 + kvb * (D * c0 + D * (D + 1) / 2.0) + coef.seq_bytes * D
             r.flops += fpt * D + fpp * (D * c0 + D * (D - 1) / 2.0)
             r.busy_s += self._acc_t - t0
             r.context = c0 + D
