@@ -6,7 +6,7 @@ import typer
 
 from ._common import dumps
 
-hardware_app = typer.Typer(help="Device and API profiles (hardware/*.toml).", no_args_is_help=True)
+hardware_app = typer.Typer(help="Device, engine and API profiles (hardware/*.toml, engines/, api/).", no_args_is_help=True)
 models_app = typer.Typer(help="Model architecture profiles (models/*.toml).", no_args_is_help=True)
 
 
@@ -30,14 +30,19 @@ def _show(obj, json_out: bool) -> None:
 
 @hardware_app.command("list")
 def hardware_list():
-    """List shipped device and API profiles."""
-    from costsim.profiles import load_api, load_device, names
+    """List shipped device, serving-engine and API profiles."""
+    from costsim.profiles import load_api, load_device, load_engine, names
 
     typer.echo("devices:")
     for n in names("devices"):
         d = load_device(n)
         typer.echo(f"  {n:<14} {d.display_name}: {d.memory_gb:g} GB, {d.hbm_bandwidth_gbps:g} GB/s, "
                    f"{d.bf16_dense_tflops:g} BF16 dense TFLOPS")
+    typer.echo("engines:")
+    for n in names("engines"):
+        e = load_engine(n)
+        typer.echo(f"  {n:<14} {e.display_name}: {e.iteration_overhead_ms:g} ms/iteration, {e.layer_latency_us:g} us/layer, "
+                   f"bandwidth {e.bandwidth_fraction:g} and FLOPs {e.flops_fraction:g} of peak")
     typer.echo("APIs:")
     for n in names("apis"):
         a = load_api(n)
@@ -47,17 +52,17 @@ def hardware_list():
 
 @hardware_app.command("show")
 def hardware_show(name: str, json_out: bool = typer.Option(False, "--json")):
-    """Show one device or API profile with the source of every figure."""
-    from costsim.profiles import ProfileError, load_api, load_device
+    """Show one device, engine or API profile with the source of every figure."""
+    from costsim.profiles import ProfileError, load_api, load_device, load_engine
 
-    try:
-        obj = load_device(name)
-    except ProfileError as e:
+    errors = []
+    for load in (load_device, load_engine, load_api):
         try:
-            obj = load_api(name)
-        except ProfileError:
-            raise e from None
-    _show(obj, json_out)
+            _show(load(name), json_out)
+            return
+        except ProfileError as e:
+            errors.append(e)
+    raise errors[0]  # a device was the likeliest intent: list the known devices
 
 
 @models_app.command("list")
