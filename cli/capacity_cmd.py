@@ -152,6 +152,7 @@ def render(res: dict) -> str:
         ("sessions / weak replica", "sessions_per_weak_replica", "{:.1f}"),
         ("strong running batch", "strong_batch", "{:.1f}"),
         ("past balance point", "past_balance_point", None),
+        ("bound by", "bound_by", None),
         ("latency p50 (s)", "latency_p50_s", "{:.1f}"), ("latency p95 (s)", "latency_p95_s", "{:.1f}"),
         ("meets target", "meets_target", None),
         ("GPU-hours / 1k tasks", "gpu_hours_per_1k_tasks", "{:.2f}"),
@@ -182,7 +183,10 @@ def render(res: dict) -> str:
         lines.append(f"{label:<26}" + "".join(cells))
     lines.append("")
     lines.append(f"balance point B* of the strong replica: {_f(res['balance_batch'], '{:.0f}')} sequences "
-                 f"at the tasks' median context ({res['balance_context_tokens']:.0f} tokens)")
+                 f"at the tasks' median context ({res['balance_context_tokens']:.0f} tokens); its KV pool "
+                 f"({res['kv_pool_bytes'] / 1e9:.0f} GB) holds {_f(res['kv_limit_sequences'], '{:.0f}')} sequences there"
+                 + (", fewer than B*: the batch can never pass the balance point"
+                    if res["kv_limit_sequences"] < res["balance_batch"] < float("inf") else ""))
     for n in names:
         r = P[n]
         if r.get("reason"):

@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     one line on stderr and exit code 2, never a traceback."""
     import click
 
+    from costsim.memory import DoesNotFit
     from costsim.profiles import ProfileError
 
     try:
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see 'costsim {e.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") if e.ctx else ""
         print(f"costsim: error: {e.format_message()}{hint}", file=sys.stderr)
         return 2
-    except (UserError, ProfileError) as e:
+    except (UserError, ProfileError, DoesNotFit) as e:
         print(f"costsim: error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, click.Abort):

@@ -97,6 +97,8 @@ def render(r: dict) -> str:
         f"  total FLOPs (strong + weak) / Strong-only                      {rf['total_flops_ratio']:.3f}",
         f"  balance point B* of the strong replica                         {_f(B)} sequences at this context"
         f" (paper's peak-FLOPs/bandwidth form: {r['balance_batch_paper']:.3g})",
+        f"  KV pool of the strong replica                                  {r['kv_pool_bytes'] / 1e9:.0f} GB: "
+        f"{r['max_sequences']} sequences at this context (batch {r['batch']} fits)",
         f"  batch {r['batch']} is {r['regime']}" + (" — past B*: extra FLOPs become time" if r["regime"] == "compute-bound" else ""),
         f"  verification prefill of {rf['verify_prefill_tokens_at_K']:g} tokens (chunk of {r['K']}): "
         f"{rf['verify_prefill_s_at_K']:.3g} s = {rf['verify_prefill_weight_passes_at_K']:.1f} weight-pass times "

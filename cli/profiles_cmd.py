@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from ._common import dumps
@@ -51,10 +53,21 @@ def hardware_list():
 
 
 @hardware_app.command("show")
-def hardware_show(name: str, json_out: bool = typer.Option(False, "--json")):
-    """Show one device, engine or API profile with the source of every figure."""
+def hardware_show(
+    name: str, json_out: bool = typer.Option(False, "--json"),
+    model: Optional[str] = typer.Option(None, help="With a device: the KV capacity of this model on it."),
+    gpus: Optional[int] = typer.Option(None, help="With --model: devices (tensor parallel) [as many as hold it]."),
+    dtype: Optional[str] = typer.Option(None, help="With --model: weight precision [the model's default]."),
+    engine: Optional[str] = typer.Option(None, help="With --model: serving engine [vllm]."),
+    context: float = typer.Option(4096, help="With --model: tokens of context per sequence."),
+):
+    """Show one device, engine or API profile with the source of every figure; with --model,
+    what that model leaves of the device's memory for KV, in tokens and in sequences."""
     from costsim.profiles import ProfileError, load_api, load_device, load_engine
 
+    if model:
+        _capacity(load_device(name), model, gpus, dtype, engine, context, json_out)
+        return
     errors = []
     for load in (load_device, load_engine, load_api):
         try:
@@ -63,6 +76,43 @@ def hardware_show(name: str, json_out: bool = typer.Option(False, "--json")):
         except ProfileError as e:
             errors.append(e)
     raise errors[0]  # a device was the likeliest intent: list the known devices
+
+
+def _capacity(dev, model, gpus, dtype, engine, context, json_out):
+    from costsim import memory
+    from costsim.profiles import DTYPE_BYTES, Deployment, load_engine, load_model
+
+    from ._common import UserError
+
+    m, eng = load_model(model), load_engine(engine)
+    dt = dtype or m.default_dtype
+    if dt not in DTYPE_BYTES:
+        raise UserError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
+    if not (context >= 0 and context < float("inf")):
+        raise UserError(f"--context must be a finite number >= 0, got {context}")
+    if gpus is not None and gpus < 1:
+        raise UserError(f"--gpus must be >= 1, got {gpus}")
+    dep = Deployment(m, dev, gpus or memory.devices_to_hold(m, dev, dt, eng), dt, engine=eng)
+    memory.require_fits(dep)
+    out = {"device": dev.name, "model": m.name, "gpus": dep.n_devices, "dtype": dt, "engine": eng.name,
+           "memory_bytes": dep.memory_bytes, "weight_bytes": dep.weight_bytes,
+           "reserve_bytes": dep.n_devices * eng.reserve_gb * 1e9, "memory_utilization": eng.memory_utilization,
+           "kv_pool_bytes": memory.kv_pool_bytes(dep), "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
+           "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
+           "context": context, "kv_capacity_sequences": memory.max_sequences(dep, context)}
+    if json_out:
+        typer.echo(dumps(out))
+        return
+    typer.echo("\n".join([
+        f"{m.display_name} on {dep.n_devices}x {dev.display_name}, {dt} weights, {eng.display_name}",
+        f"  memory        {out['memory_bytes'] / 1e9:.0f} GB; the engine takes {eng.memory_utilization:g} of it, "
+        f"keeps {eng.reserve_gb:g} GB a GPU for activations and graphs",
+        f"  weights       {out['weight_bytes'] / 1e9:.1f} GB",
+        f"  KV pool       {out['kv_pool_bytes'] / 1e9:.1f} GB = {out['kv_capacity_tokens']:,.0f} tokens "
+        f"at {out['kv_bytes_per_token'] / 1e3:.1f} kB a token"
+        + (f" (+ {out['state_bytes_per_sequence'] / 1e6:.1f} MB of state a sequence)" if out["state_bytes_per_sequence"] else ""),
+        f"  sequences     {out['kv_capacity_sequences']:,} of {context:,.0f} tokens at once",
+    ]))
 
 
 @models_app.command("list")

@@ -45,7 +45,8 @@ def roofline(
         raise UserError("roofline needs --model and --device (or a subcommand: validate, fit)")
     from costsim import roofline as rl
     from costsim import serving
-    from costsim.profiles import DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_engine, load_model
+    from costsim import memory
+    from costsim.profiles import DTYPE_BYTES, Deployment, load_device, load_engine, load_model
 
     if batch < 1:
         raise UserError(f"--batch must be >= 1, got {batch}")
@@ -60,15 +61,22 @@ def roofline(
     dt = dtype or m.default_dtype
     if dt not in DTYPE_BYTES:
         raise UserError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
-    n = gpus or devices_to_hold(m, d, dt)
+    n = gpus or memory.devices_to_hold(m, d, dt, eng)
     dep = Deployment(m, d, n, dt, engine=eng, expert_parallel=expert_parallel)
-    if dep.weight_bytes > dep.memory_bytes:
-        raise UserError(f"{m.name} in {dt} needs {dep.weight_bytes / 1e9:.0f} GB; {n}x {d.name} hold {dep.memory_bytes / 1e9:.0f} GB")
+    ctx_held = input_len + output_len if concurrency is not None else context + (prefill_tokens or 0)
+    memory.require_fits(dep, concurrency if concurrency is not None else batch, ctx_held)
     coef = rl.coefficients(dep)
+    pool = memory.kv_pool_bytes(dep)
     head = {"model": m.name, "device": d.name, "gpus": n, "dtype": dt, "expert_dtype": dep.expert_precision,
             "engine": eng.name, "expert_parallel": expert_parallel,
-            "fixed_latency_s_per_iteration": coef.fixed_s}
+            "fixed_latency_s_per_iteration": coef.fixed_s,
+            "weight_bytes": dep.weight_bytes, "kv_pool_bytes": pool,
+            "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
+            "kv_capacity_sequences": memory.max_sequences(dep, ctx_held), "kv_capacity_context": ctx_held}
     title = f"{dep.describe()}"
+    mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {pool / 1e9:.1f} GB "
+                f"({eng.memory_utilization:g} of {n}x {d.memory_gb:g} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
+                f"{head['kv_capacity_tokens']:,.0f} tokens, {head['kv_capacity_sequences']:,} sequences of {ctx_held:,.0f}")
     if concurrency is not None:
         pt = serving.serving_point(dep, concurrency, input_len, output_len)
         out = {**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
@@ -85,6 +93,7 @@ def roofline(
             f"  TPOT (= mean ITL)  {pt.itl_s * 1e3:.2f} ms  ({1 / pt.itl_s:.1f} tok/s per request)" if pt.itl_s else "  TPOT               -",
             f"  output throughput  {pt.output_tok_s:.0f} tok/s over all requests",
             f"  request latency    {pt.e2e_s:.2f} s",
+            mem_line,
             f"  per iteration      {pt.decode_batch:.1f} sequences decoding; {pt.prefill_fraction:.0%} of iterations also carry a prefill chunk",
             f"  assumptions: closed loop, means (not medians), no HTTP/tokeniser time; engine {eng.name} "
             f"({eng.iteration_overhead_ms:g} ms/iteration, {eng.layer_latency_us:g} us/layer"
@@ -122,7 +131,9 @@ def roofline(
         f"  compute {out['decode_compute_s'] * 1e3:.3f} ms vs memory {out['decode_memory_s'] * 1e3:.3f} ms -> {out['regime']}"
         f"; + {coef.fixed_s * 1e3:.3f} ms fixed engine latency",
         f"  balance point B*   {'never (KV traffic grows as fast as FLOPs)' if B == float('inf') else f'{B:.0f} sequences'}"
-        f" at this context; paper's form {out['balance_batch_paper']:.1f}",
+        f" at this context; paper's form {out['balance_batch_paper']:.1f}"
+        + (f"; beyond the {head['kv_capacity_sequences']} sequences that fit" if B > head["kv_capacity_sequences"] else ""),
+        mem_line,
         f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "
         f"{eng.fraction('flops_fraction', d):g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "
         f"{eng.layer_latency_us:g} us per layer" + (f" + {eng.moe_layer_latency_us:g} us per MoE layer" if m.is_moe else "")

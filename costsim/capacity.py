@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import protocols, roofline
+from .memory import kv_pool_bytes, max_sequences
 from .sim.run import Scenario, simulate
 
 #: Sentinel replica count for "ample": every task gets its own replica (no contention).
@@ -254,6 +255,7 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
         "strong_batch": r0["strong_mean_batch"] if cell.strong else None,
         "weak_batch": r0["weak_mean_batch"] if cell.weak else None,
         "strong_utilisation": r0["strong_utilisation"] if cell.strong else None,
+        "strong_kv_blocked_share": r0["strong_kv_blocked_share"] if cell.strong else None,
         "strong_calls_per_task": float(np.mean([r["strong_calls"] for r in rows])),
         "weak_calls_per_task": float(np.mean([r["weak_calls"] for r in rows])),
         "api_cost_per_task_usd": float(np.mean([r.get("api_cost_usd", 0.0) for r in rows])),
@@ -319,6 +321,7 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
     cells = dict(cells or {})
     ctx = balance_context(tasks)
     b_star = roofline.balance_batch(sc.strong, ctx)
+    kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
     out = {}
     for name in protocols:
         cell = cells.get(name) or search_cell(tasks, sc, name, srch)
@@ -342,6 +345,7 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
             op = operating_point(tasks, sc, cell, task_rate, srch)
             res.update(op)
             res["past_balance_point"] = (op["strong_batch"] > b_star) if op["strong_batch"] is not None else None
+            res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star)
             res["meets_target"] = op["latency_p95_s"] <= srch.latency_p95_s * (1.0 + srch.rel_tol)
             s_dep, w_dep = deployments(sc, name)
             res.update(cost(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
@@ -349,7 +353,25 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
         out[name] = res
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
+            "kv_limit_sequences": kv_limit, "kv_pool_bytes": kv_pool_bytes(sc.strong),
             "assumptions": assumptions(tasks, sc, srch)}
+
+
+#: A strong replica whose queue waited for KV room this share of its busy time is memory bound.
+KV_BOUND_SHARE = 0.05
+
+
+def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
+    """What limits a strong replica at the operating point: its KV pool (calls waited for room
+    in at least :data:`KV_BOUND_SHARE` of its busy time), compute (the batch is past B*, so
+    more load is slower iterations), or else the latency target itself (memory-bound decode
+    whose iterations grow with the batch)."""
+    if strong_batch is None:
+        return "no strong replica"
+    kv, compute = kv_blocked_share >= KV_BOUND_SHARE, strong_batch > b_star
+    if kv and compute:
+        return "compute and KV memory"
+    return "KV memory" if kv else "compute" if compute else "latency target"
 
 
 def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
@@ -368,6 +390,9 @@ def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
         "replica sustain alone; cells = ceil(task rate / cell rate), reported latency from one cell at its share",
         "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
         "at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
+        "memory: each replica admits a call only when its KV (context + prompt + output) and state fit the free "
+        "pool (weights and the engine's reserve taken out: costsim.memory), others wait in FIFO order"
+        if sc.kv_cap else "memory: the KV pool is not enforced (kv_cap off)",
         "cost: every replica is paid by the hour, busy or idle; GPU prices from the hardware profiles "
         "(RunPod on-demand, dated in each file) unless given",
     ]

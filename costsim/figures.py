@@ -264,16 +264,25 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
     (8 weak replicas, so that the strong side is what contends), 1,500-token initial context,
     p_u = 0.8, K = 6, one strong replica, closed-loop sessions; tasks = max(60, 2·sessions).
     """
-    from .profiles import Deployment, devices_to_hold, load_device, load_model
+    from .memory import devices_to_hold, max_sequences
+    from .profiles import Deployment, load_device, load_model
     from .sim import Scenario, simulate, summarize
     from .traces.synthetic import Shape, generate
 
     m70, m8 = load_model("llama-3.1-70b"), load_model("llama-3.1-8b")
     shape = Shape(initial_context=1500)
+    probe = generate(60, seed=4, shape=shape)
+    ctx = float(np.median([max(st.context_tokens, 0) for t in probe for st in t.steps]))
     out = {}
     for dev_name in devices:
         dev = load_device(dev_name)
-        strong = Deployment(m70, dev, devices_to_hold(m70, dev, "bf16"), "bf16")
+        fewest = Deployment(m70, dev, devices_to_hold(m70, dev, "bf16"), "bf16")
+        # The fewest GPUs that hold the weights may hold too little KV to reach a finite B*:
+        # double them until the pool holds B* sequences at the tasks' median context (at most 8).
+        strong = fewest
+        while (math.isfinite(roofline.balance_batch(strong, ctx)) and strong.n_devices < 8
+               and max_sequences(strong, ctx) < roofline.balance_batch(strong, ctx)):
+            strong = Deployment(m70, dev, 2 * strong.n_devices, "bf16")
         weak = Deployment(m8, dev, 1, "bf16")
         pts = []
         for s in sessions:
@@ -286,10 +295,12 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
                             spec_batch=spec["strong_mean_batch"]["mean"], R_time=spec["R_time"]["mean"],
                             R_time_lo=spec["R_time"]["ci95"][0], R_time_hi=spec["R_time"]["ci95"][1],
                             R=spec["R"]["mean"]))
-        ctx = float(np.median([max(st.context_tokens, 0) for t in tasks for st in t.steps]))
         out[dev_name] = dict(deployment=strong, points=pts, context=ctx,
                              B_star=roofline.balance_batch(strong, ctx),
-                             B_star_paper=roofline.balance_batch_paper(strong))
+                             B_star_paper=roofline.balance_batch_paper(strong),
+                             kv_limit=max_sequences(strong, ctx), fewest_gpus=fewest.n_devices,
+                             fewest_kv_limit=max_sequences(fewest, ctx),
+                             fewest_B_star=roofline.balance_batch(fewest, ctx))
     return out
 
 
@@ -314,9 +325,13 @@ def fig_balance_point(out: Path) -> dict:
             ax.text(0.02, 0.02 + 0.055 * (len(runs) - 1 - list(runs).index(dev)),
                     f"{dev.upper()}: B* = ∞ at {r['context']:,.0f} tokens of context (paper's form: {r['B_star_paper']:.0f})",
                     color=c, fontsize=8.5, ha="left", transform=ax.transAxes)
+        if r["kv_limit"] < 300:
+            ax.axvline(r["kv_limit"], color=c, ls=":", lw=1.4)
+            ax.text(r["kv_limit"] * 0.96, 0.08, f"KV limit {r['kv_limit']} ({dev})", color=c, fontsize=8,
+                    rotation=90, ha="right", va="bottom")
         for q in pts:
             rows.append((dev, q["sessions"], q["batch"], q["spec_batch"], q["R_time"], q["R_time_lo"], q["R_time_hi"], q["R"],
-                         r["B_star"], r["B_star_paper"]))
+                         r["B_star"], r["B_star_paper"], r["kv_limit"]))
     ax.axhline(1.0, color="k", lw=1, ls=":")
     ax.text(1.05, 1.02, "Strong-only", fontsize=8.5)
     ax.set_xscale("log", base=2)
@@ -324,7 +339,8 @@ def fig_balance_point(out: Path) -> dict:
 
     ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(9)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("strong replica's mean running decode batch under Strong-only (sequences; 1 to 256 sessions)")
+    ax.set_xlabel("strong replica's mean running decode batch under Strong-only (sequences; 1 to 256 sessions; "
+                  "held within the KV pool)")
     ax.set_ylabel("SpecAgent's strong-replica time / Strong-only's ($R$ in time)")
     ax.set_ylim(0, 1.45)
     ax.set_title("Past the balance point the extra prefill FLOPs become time\n"
@@ -334,9 +350,10 @@ def fig_balance_point(out: Path) -> dict:
     fig.tight_layout()
     _save(fig, out, "fig3_balance_point")
     _csv(out / "fig3_balance_point.csv", ["device", "sessions", "strong_only_batch", "specagent_batch", "R_time",
-                                         "R_time_lo", "R_time_hi", "R_hbm", "B_star", "B_star_paper"], rows)
+                                         "R_time_lo", "R_time_hi", "R_hbm", "B_star", "B_star_paper", "kv_limit"], rows)
     moe = _moe_balance()
-    return {"runs": {k: {kk: vv for kk, vv in v.items() if kk != "deployment"} for k, v in runs.items()}, "moe": moe}
+    return {"runs": {k: {**{kk: vv for kk, vv in v.items() if kk != "deployment"}, "gpus": v["deployment"].n_devices}
+                     for k, v in runs.items()}, "moe": moe}
 
 
 def _moe_balance():
@@ -655,10 +672,22 @@ def index(done: dict) -> str:
         "",
         "## 3. The balance point (the contention figure)",
         "",
-        "Strong Llama-3.1-70B in bf16 (2× H20, 2× H100, 1× B200: as many as hold it), weak Llama-3.1-8B (8",
+        "Strong Llama-3.1-70B in bf16 ("
+        + ", ".join(f"{r['gpus']}× {d.upper()}" for d, r in runs.items())
+        + "), weak Llama-3.1-8B (8",
         "replicas, so the strong side is what contends), synthetic tau²-shaped tasks with a 1,500-token start,",
         "p_u = 0.8, K = 6, protocol `specagent-hold-responses` (writes and responses reviewed), 1 to 256",
-        "closed-loop sessions on one strong replica, max(60, 2·sessions) tasks per point, seed 4. On H20",
+        "closed-loop sessions on one strong replica, max(60, 2·sessions) tasks per point, seed 4. Every batch",
+        "is held within the replica's KV pool (the simulator admits a call only when its KV fits; the dotted",
+        "lines mark how many sequences fit at the median context). The GPU counts are the fewest that hold",
+        "the weights and, where B* is finite, B* sequences: "
+        + "; ".join(f"on {r['fewest_gpus']}× {d.upper()}, the fewest that hold the weights, the pool holds "
+                    f"{r['fewest_kv_limit']} sequences against a B* of "
+                    + ("∞" if not math.isfinite(r['fewest_B_star']) else f"{r['fewest_B_star']:.0f}")
+                    + (", so there the batch can never pass B* and the paper's caveat cannot bite"
+                       if r['fewest_kv_limit'] < r['fewest_B_star'] else "")
+                    for d, r in runs.items() if r['fewest_gpus'] != r['gpus'])
+        + ". On H20",
         f"R in time goes from {h20[0]['R_time']:.2f} at 1 session to {h20[-1]['R_time']:.2f} at 256 as the batch "
         f"passes B* ≈ {runs['h20']['B_star']:.0f} (roofline, at the tasks' median context of "
         f"{runs['h20']['context']:.0f} tokens; the paper's peak-FLOPs/bandwidth form gives "

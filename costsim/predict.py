@@ -13,7 +13,8 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .profiles import DEFAULT_ENGINE, DTYPE_BYTES, Deployment, devices_to_hold, load_device, load_engine, load_model
+from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
+from .profiles import DEFAULT_ENGINE, DTYPE_BYTES, Deployment, load_device, load_engine, load_model
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,12 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     for dt in (sdt, wdt):
         if dt not in DTYPE_BYTES:
             raise ValueError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
-    n = strong_gpus or devices_to_hold(sm, sd, sdt)
-    return (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
-            Deployment(wm, wd, devices_to_hold(wm, wd, wdt), wdt, engine=we))
+    n = strong_gpus or devices_to_hold(sm, sd, sdt, se)
+    out = (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
+           Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we))
+    for dep in out:
+        require_fits(dep)  # the weights (a --strong-gpus too few for them is refused here)
+    return out
 
 
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
@@ -117,6 +121,8 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
            dict(step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,
                 verdict_tokens=verdict_tokens).items()}
     strong, weak = deployments(**deploy)
+    for dep in (strong, weak):  # the batch of sessions, each at the typical context, must fit
+        require_fits(dep, batch, tok["context_tokens"])
     lengths = np.arange(1, K + 1)
     pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
                                       tok["verdict_tokens"], rho if rho is not None else d.rho,
@@ -195,6 +201,8 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
             "decode_s_per_token": float(strong_decode.seconds),
         },
         "balance_batch": B_star,
+        "kv_pool_bytes": float(kv_pool_bytes(strong)),
+        "max_sequences": max_sequences(strong, tok["context_tokens"]),
         "balance_batch_paper": float(roofline.balance_batch_paper(strong)),
         "batch": batch,
         "regime": "compute-bound" if bool(strong_decode.compute_bound) else "memory-bound",

@@ -54,6 +54,14 @@ class Device:
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
+    def cannot_run(self, dtype: str) -> str:
+        """Why this device cannot run weights in ``dtype`` ('' if it can). FP8 and MXFP4 run
+        everywhere (weight-only kernels, BF16 compute, where a part lacks the tensor format:
+        vLLM's Marlin); NVFP4 and FP4 need Blackwell's FP4 tensor cores."""
+        if dtype in ("nvfp4", "fp4") and self.family != "blackwell":
+            return f"{dtype} needs FP4 tensor cores (Blackwell); {self.name} is {self.family}"
+        return ""
+
     def dense_tflops(self, dtype: str = "bf16") -> float:
         """Peak dense tensor TFLOPS for compute in ``dtype`` (fp8 falls back to bf16 if absent)."""
         if dtype == "fp8" and self.fp8_dense_tflops:
@@ -97,6 +105,9 @@ class Engine:
       (decode) and of dense tensor peak (prefill); ``families`` overrides them per device family
       or per device (a profile name).
     - ``max_batched_tokens``: the token budget of one iteration (chunked prefill).
+    - ``memory_utilization``: the share of each GPU's memory the engine takes (weights, reserve,
+      KV pool); ``reserve_gb``: of it, per GPU, what activations, CUDA graphs and communication
+      buffers keep from the KV pool (:mod:`costsim.memory`).
     """
 
     name: str
@@ -114,6 +125,8 @@ class Engine:
     alltoall_latency_us: dict = field(default_factory=dict, hash=False)
     families: dict = field(default_factory=dict, hash=False)
     max_batched_tokens: int = 8192
+    memory_utilization: float = 0.9
+    reserve_gb: float = 4.0
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -235,13 +248,19 @@ class ModelSpec:
         per_head = (self.kv_lora_rank + self.qk_rope_head_dim) if self.is_mla else 2.0 * self.head_dim
         return self.n_kv_layers * self.kv_heads_stored(tp) * per_head * DTYPE_BYTES[kv_dtype]
 
-    def sequence_bytes(self, kv_dtype: str = "bf16", state_dtype: str = "bf16", tp: int = 1) -> float:
-        """Bytes an iteration moves per sequence whatever its context: the recurrent state of the
-        linear layers (read and written) and the full sliding windows (read)."""
-        state = 2.0 * self.linear_layers * self.linear_state_elements * DTYPE_BYTES[state_dtype]
+    def state_parts(self, kv_dtype: str = "bf16", state_dtype: str = "bf16", tp: int = 1) -> tuple[float, float]:
+        """Bytes a sequence holds whatever its context: ``(recurrent state of the linear
+        layers, full sliding windows)``, over all ``tp`` ranks."""
+        state = self.linear_layers * self.linear_state_elements * DTYPE_BYTES[state_dtype]
         window = (self.sliding_layers * self.sliding_window * self.kv_heads_stored(tp)
                   * 2.0 * self.head_dim * DTYPE_BYTES[kv_dtype])
-        return state + window
+        return state, window
+
+    def sequence_traffic_bytes(self, kv_dtype: str = "bf16", state_dtype: str = "bf16", tp: int = 1) -> float:
+        """Bytes an iteration moves per sequence whatever its context: the recurrent state read
+        and written, the sliding windows read."""
+        state, window = self.state_parts(kv_dtype, state_dtype, tp)
+        return 2.0 * state + window
 
 
 _REQUIRED = {
@@ -303,8 +322,8 @@ def _build(cls, data: dict, origin: str):
                                    "profile name) sets bandwidth_fraction and/or flops_fraction")
             if not all(isinstance(x, (int, float)) and 0 < x <= 1 for x in over.values()):
                 raise ProfileError(f"{origin}: [families.{fam}] fractions must be in (0, 1]")
-        if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1):
-            raise ProfileError(f"{origin}: bandwidth_fraction and flops_fraction must be in (0, 1]")
+        if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1 and 0 < obj.memory_utilization <= 1):
+            raise ProfileError(f"{origin}: bandwidth_fraction, flops_fraction and memory_utilization must be in (0, 1]")
     return obj
 
 
@@ -617,13 +636,3 @@ class Deployment:
         ep = ", expert-parallel" if self.expert_parallel else ""
         return (f"{self.model.display_name} on {self.n_devices}x {self.device.display_name}, "
                 f"{self.weight_dtype} weights{exp}{ep}, {self.engine.display_name}")
-
-
-def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16",
-                    kv_reserve_fraction: float = 0.1, power_of_two: bool = True) -> int:
-    """The fewest devices whose memory holds the weights and leaves ``kv_reserve_fraction`` of
-    it for KV cache and activations; rounded up to a power of two (tensor parallelism)."""
-    need = weight_bytes(model, weight_dtype)
-    usable = device.memory_gb * 1e9 * (1.0 - kv_reserve_fraction)
-    n = max(1, math.ceil(need / usable))
-    return 1 << (n - 1).bit_length() if power_of_two else n

@@ -30,11 +30,11 @@ from functools import cache
 
 import numpy as np
 
+from .memory import STATE_DTYPE
 from .profiles import DTYPE_BYTES, Deployment
 
 #: Activations cross the interconnect in BF16 (vLLM, SGLang and TensorRT-LLM all-reduce in the
-#: model's activation dtype); the recurrent state of linear layers is kept in it too (vLLM's
-#: ``mamba_ssm_cache_dtype = "auto"``: the model dtype).
+#: model's activation dtype).
 ACTIVATION_DTYPE = "bf16"
 
 
@@ -210,7 +210,7 @@ def coefficients(dep: Deployment) -> Coefficients:
         compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * eng.fraction("flops_fraction", dev),
         memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * eng.fraction("bandwidth_fraction", dev),
         comm_s_per_token=comm_tok, fixed_s=fixed_s,
-        seq_bytes=m.sequence_bytes(dep.kv_dtype, ACTIVATION_DTYPE, n),
+        seq_bytes=m.sequence_traffic_bytes(dep.kv_dtype, STATE_DTYPE, n),
     )
 
 

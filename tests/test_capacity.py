@@ -3,6 +3,7 @@ target when simulated whole, cost, and the `costsim capacity` command."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -151,18 +152,25 @@ def test_batch_past_balance_point_is_flagged():
     # the FLOPs, which make compute relatively cheaper). Under a latency target its
     # compute-bound prefills keep the batch below that; a cell pushed to 1 task/s (the loose
     # capacity a planner might assume) runs the strong replica far past it, and is flagged.
-    strong = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
+    # On 4 GPUs its KV pool holds more sequences than B*; on 2 it does not, and the same load is
+    # bound by KV memory instead, with the batch held below B*.
     weak = Deployment(load_model("llama-3.1-8b"), load_device("h20"), 1, "bf16")
     tasks = generate(200, seed=4, shape=SHORT)
-    sc = Scenario(strong=strong, weak=weak)
     srch = cap.Search(latency_p95_s=10_000.0)
     loose = {"strong-only": cap.Cell("strong-only", 1, 0, 1.0, True, 0.0, 0.0)}
+    sc = Scenario(strong=Deployment(load_model("llama-3.1-70b"), load_device("h20"), 4, "bf16"), weak=weak)
     res = cap.plan(tasks, sc, 1.0, ("strong-only",), srch, cells=loose)
     r = res["protocols"]["strong-only"]
-    assert 37 < res["balance_batch"] < 150
-    assert r["strong_batch"] > res["balance_batch"] and r["past_balance_point"] is True
+    assert 37 < res["balance_batch"] < res["kv_limit_sequences"]
+    assert r["strong_batch"] > res["balance_batch"] and r["past_balance_point"] is True and "compute" in r["bound_by"]
     calm = cap.plan(tasks, sc, 0.01, ("strong-only",), srch, cells=loose)["protocols"]["strong-only"]
     assert calm["strong_batch"] < res["balance_batch"] and calm["past_balance_point"] is False
+    assert calm["bound_by"] == "latency target"
+    two = replace(sc, strong=Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16"))
+    tight = cap.plan(tasks, two, 1.0, ("strong-only",), srch, cells=loose)
+    t = tight["protocols"]["strong-only"]
+    assert tight["kv_limit_sequences"] < tight["balance_batch"]
+    assert t["bound_by"] == "KV memory" and t["past_balance_point"] is False
 
 
 # --- cost ------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import pytest
 
 from costsim import formulas, roofline
 from costsim.predict import deployments
-from costsim.profiles import Deployment, devices_to_hold, load_api, load_device
+from costsim.memory import devices_to_hold
+from costsim.profiles import Deployment, load_api, load_device
 from costsim.sim import Latency, Scenario, simulate, summarize
 from costsim.traces.schema import Step, Task
 from costsim.traces.synthetic import Shape, generate

@@ -81,7 +81,8 @@ def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
     from dataclasses import replace
 
-    from ..profiles import devices_to_hold, load_api, load_device
+    from ..memory import devices_to_hold
+    from ..profiles import load_api, load_device
     from ..sim.replica import Replica
 
     ep = load_api(sc.api or DEFAULT_API)
@@ -89,9 +90,10 @@ def replicas(env, sc):
     tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or DEFAULT_OUTPUT_TPS)
     dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
     # The weak deployment moved to the edge device: same model, precision and engine.
-    local = replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype))
+    local = replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
-    weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs) for i in range(sc.weak_replicas)]
+    pool = None if sc.kv_cap else float("inf")
+    weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs, kv_pool_bytes=pool) for i in range(sc.weak_replicas)]
     return strong, weak
 
 

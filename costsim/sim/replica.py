@@ -11,6 +11,13 @@ timeout whose totals the roofline sums in closed form. An arrival cuts an epoch 
 end of the iteration in flight. The replica is driven by event callbacks, not a process, so an
 uncontended call costs two SimPy events (the epoch's end and the caller's wake-up).
 
+Memory caps the batch: a request is admitted (its first prefill chunk scheduled) only when its
+whole footprint — KV for its context, prompt and output, plus its bounded state — fits in the
+free KV pool (:mod:`costsim.memory`), and it holds that room until it finishes; requests that do
+not fit wait in FIFO order, as vLLM's scheduler has them wait for blocks. Reserving the output's
+room at admission means a running sequence is never preempted; between calls a session's
+prefix cache holds no room (it is evictable).
+
 Costs are attributed to requests exactly for FLOPs and KV bytes, and by token share for
 weight bytes and busy time. Running requests are settled when they finish (a heap keyed by
 the iteration they finish in, and running sums), so an epoch costs O(1) whatever the batch.
@@ -25,6 +32,7 @@ import itertools
 
 from simpy import Event, Timeout
 
+from ..memory import DoesNotFit, kv_pool_bytes, state_bytes
 from ..profiles import Deployment
 from ..roofline import coefficients
 
@@ -34,7 +42,7 @@ class Request:
     ``decode_tokens``. ``done`` fires when the last token is out. Cost fields accumulate."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
-                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join")
+                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held")
 
     def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
@@ -43,33 +51,38 @@ class Request:
         self.submitted, self.finished = env.now, None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
+        self.kv_held = 0.0  # bytes of the KV pool it holds once admitted
 
 
 class _Epoch:
     """A planned stretch of work: an optional mixed iteration, then ``m`` decode iterations of
     ``B`` sequences whose contexts sum to ``ctx_sum`` at the first of them."""
 
-    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run", "solo")
+    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run", "solo", "kv_blocked")
 
     def __init__(self, start):
         self.start, self.chunks, self.mixed_s, self.mixed_cost = start, [], 0.0, None
         self.B, self.ctx_sum, self.m, self.live = 0, 0, 0, True
         self.run = (0.0, 0.0, 0.0)  # decode-run totals: seconds, HBM bytes, FLOPs
         self.solo = None  # the one request of an uncontended call, settled without the heap
+        self.kv_blocked = False  # a queued call waits for KV room during this epoch
 
 
 class Replica:
     """One deployment serving requests with continuous batching.
 
     ``token_budget``: most tokens per iteration (vLLM's max_num_batched_tokens);
-    ``max_seqs``: most running sequences; ``rtt_s``: network round trip (and any fixed per-call
+    ``max_seqs``: most running sequences; ``kv_pool_bytes``: the KV pool admissions must fit in
+    (default: the deployment's, :func:`costsim.memory.kv_pool_bytes`; ``math.inf``: no cap); ``rtt_s``: network round trip (and any fixed per-call
     overhead) added to every call by the caller; ``coef``: cost coefficients other than the
     deployment's roofline (e.g. calibrated from measurements). Totals over the run: ``busy_s``, ``hbm_bytes``, ``flops``,
-    ``iterations``, and ``mean_batch`` (time-weighted running decode batch).
+    ``iterations``, ``mean_batch`` (time-weighted running decode batch), ``kv_peak_bytes`` (the
+    most of the pool held at once), ``admit_wait_s`` (submission to admission, summed) and
+    ``kv_blocked_s`` (busy time during which a queued call waited for KV room).
     """
 
     def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int = 8192,
-                 max_seqs: int = 256, rtt_s: float = 0.0, coef=None):
+                 max_seqs: int = 256, rtt_s: float = 0.0, coef=None, kv_pool_bytes: float | None = None):
         self.env, self.deployment, self.name = env, deployment, name or deployment.model.name
         self.coef = coef or coefficients(deployment)  # or calibrated ones (roofline.calibrated)
         self.token_budget, self.max_seqs, self.rtt_s = token_budget, max_seqs, rtt_s
@@ -83,6 +96,9 @@ class Replica:
         self._ctx_sum = 0
         self._acc_w = self._acc_t = 0.0
         self._tie = itertools.count()
+        self.kv_pool = _pool(deployment) if kv_pool_bytes is None else kv_pool_bytes
+        self.kv_used = self.kv_peak_bytes = self.admit_wait_s = self.kv_blocked_s = 0.0
+        self._kv_token, self._kv_seq = self.coef.kv_bytes_per_token, state_bytes(deployment)
 
     @property
     def mean_batch(self) -> float:
@@ -122,11 +138,19 @@ class Replica:
         coef = self.coef
         ep = _Epoch(self.env.now)
         ctx_run = self._ctx_sum
+        if queue and B < self.max_seqs and not (queue[0].kv_held or self._fits(queue[0])):
+            if not B:
+                self._never_fits(queue[0])
+            queue = ()  # the head waits for room: decode until someone finishes and frees some
+            ep.kv_blocked = True
         if queue and B < self.max_seqs:
             budget, seats = max(self.token_budget - B, 1), self.max_seqs - B
             T = pairs = kv_read = 0
             for req in queue:
                 if budget <= 0 or seats <= 0:
+                    break
+                if not (req.kv_held or self._admit(req)):
+                    ep.kv_blocked = True
                     break
                 t = min(req.prefill_left, budget)
                 ep.chunks.append((req, t))
@@ -158,6 +182,8 @@ class Replica:
     def _start_solo(self, r):
         """The uncontended call, the common case: one epoch of its whole prefill (one
         iteration) and then all its decode iterations."""
+        if not (r.kv_held or self._admit(r)):
+            self._never_fits(r)
         coef, t = self.coef, r.prefill_left
         ep = _Epoch(self.env.now)
         ep.chunks, ep.solo = [(r, t)], r
@@ -185,7 +211,7 @@ class Replica:
             return
         ep.live = False
         new = _Epoch(ep.start)  # not solo: the arrival is settled with the general rule
-        new.chunks, new.mixed_s, new.mixed_cost = ep.chunks, ep.mixed_s, ep.mixed_cost
+        new.chunks, new.mixed_s, new.mixed_cost, new.kv_blocked = ep.chunks, ep.mixed_s, ep.mixed_cost, ep.kv_blocked
         new.B, new.ctx_sum, new.m = ep.B, ep.ctx_sum, m
         if m:
             new.run = self.coef.decode_run(ep.B, ep.ctx_sum, m)
@@ -202,6 +228,8 @@ class Replica:
             self._end_solo(ep)
             return
         finished = []
+        if ep.kv_blocked:
+            self.kv_blocked_s += self.env.now - ep.start
         if ep.mixed_cost is not None:
             self._apply_mixed(ep, finished)
         if ep.m:
@@ -232,6 +260,7 @@ class Replica:
         r.flops += flops
         r.context += r.prefill_left + ep.m
         r.prefill_left = r.decode_left = 0
+        self._release(r)
         del self.queue[0]  # r: it was alone when planned; later arrivals queue behind it
         r.finished = self.env.now
         r.done.succeed(r)
@@ -266,6 +295,7 @@ class Replica:
                 if r.decode_left > 0:
                     self._join(r)
                 else:
+                    self._release(r)
                     finished.append(r)
 
     def _join(self, r):
@@ -290,7 +320,37 @@ class Replica:
             r.context = c0 + D
             r.decode_left = 0
             self._ctx_sum -= r.context
+            self._release(r)
             finished.append(r)
+
+    # --- memory ----------------------------------------------------------------------------
+
+    def _footprint(self, r) -> float:
+        return self._kv_token * (r.context + r.prefill_left + r.decode_left) + self._kv_seq
+
+    def _fits(self, r) -> bool:
+        return self.kv_used + self._footprint(r) <= self.kv_pool
+
+    def _admit(self, r) -> bool:
+        """Reserve ``r``'s room in the KV pool if it fits now."""
+        need = self._footprint(r)
+        if self.kv_used + need > self.kv_pool:
+            return False
+        r.kv_held = need
+        self.kv_used += need
+        self.admit_wait_s += self.env.now - r.submitted
+        if self.kv_used > self.kv_peak_bytes:
+            self.kv_peak_bytes = self.kv_used
+        return True
+
+    def _release(self, r):
+        self.kv_used -= r.kv_held
+        r.kv_held = 0.0
+
+    def _never_fits(self, r):
+        raise DoesNotFit(f"a call of {r.context + r.prefill_left + r.decode_left:,.0f} tokens needs "
+                         f"{self._footprint(r) / 1e9:.1f} GB of KV; the pool of {self.deployment.n_devices}x "
+                         f"{self.deployment.device.name} ({self.name}) holds {self.kv_pool / 1e9:.1f} GB")
 
     def _account(self, secs, hbm, flops, batch, iterations):
         self.busy_s += secs
@@ -298,3 +358,10 @@ class Replica:
         self.flops += flops
         self.batch_time += secs * batch
         self.iterations += iterations
+
+
+def _pool(dep: Deployment) -> float:
+    pool = kv_pool_bytes(dep)
+    if pool <= 0:
+        raise DoesNotFit(f"{dep.model.name} in {dep.weight_dtype} does not fit on {dep.n_devices}x {dep.device.name}")
+    return pool

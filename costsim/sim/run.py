@@ -8,6 +8,7 @@ back) or open-loop (tasks arriving as a Poisson process of ``arrival_rate`` per 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,7 @@ class Scenario:
     weak_replicas: int = 1
     token_budget: int = 8192
     max_seqs: int = 256
+    kv_cap: bool = True           # admissions must fit the replica's KV pool (costsim.memory)
     tool_latency: Latency = field(default_factory=Latency)
     user_latency: Latency = field(default_factory=Latency)
     network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
@@ -142,9 +144,10 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
         strong, weak = make(env, sc)
     else:
         (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
-        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, s_call_s, s_coef)
+        pool = None if sc.kv_cap else math.inf
+        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, s_call_s, s_coef, pool)
                   for i in range(sc.strong_replicas)]
-        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_call_s, w_coef)
+        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_call_s, w_coef, pool)
                 for i in range(sc.weak_replicas)]
     proc = protocols.get(name, **protocol_options(sc))
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
@@ -189,6 +192,8 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     run_wide = {"strong_mean_batch": float(np.mean([s.mean_batch for s in strong])),
                 "weak_mean_batch": float(np.mean([w.mean_batch for w in weak])),
                 "strong_utilisation": float(sum(s.busy_s for s in strong) / (horizon * len(strong))) if horizon else 0.0,
+                "strong_kv_blocked_share": float(sum(getattr(s, "kv_blocked_s", 0.0) for s in strong)
+                                                 / max(sum(s.busy_s for s in strong), 1e-12)),
                 "makespan_s": horizon}
     for r in rows:
         r.update(run_wide)

@@ -1,0 +1,98 @@
+"""Memory is a resource: what a replica's GPUs hold, and how many sequences fit beside it.
+
+Per GPU an engine keeps ``memory_utilization`` of the memory for itself (vLLM's
+``gpu_memory_utilization``), of which ``reserve_gb`` go to activations, CUDA graphs and
+communication buffers; the weights (sharded over the GPUs by tensor or expert parallelism) take
+their share, and what is left over all GPUs is the KV pool. A sequence at ``context`` tokens
+holds its KV cache (over all ranks, replicated heads and MLA latents counted on each) plus its
+bounded state: the linear-attention layers' recurrent state and the sliding windows.
+
+All sizes are bytes (10^9 bytes a GB, as the datasheets count).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .profiles import Deployment, Device, Engine, ModelSpec, load_engine, weight_bytes
+
+#: The recurrent state of linear-attention layers is kept in the activation dtype (vLLM's
+#: ``mamba_ssm_cache_dtype = "auto"``: the model dtype).
+STATE_DTYPE = "bf16"
+
+
+class DoesNotFit(ValueError):
+    """A deployment or a batch that the GPUs' memory cannot hold; the message is one line."""
+
+
+def usable_bytes_per_gpu(device: Device, engine: Engine) -> float:
+    """What the engine may fill on one GPU besides its reserve: weights and KV pool."""
+    return device.memory_gb * 1e9 * engine.memory_utilization - engine.reserve_gb * 1e9
+
+
+def kv_pool_bytes(dep: Deployment) -> float:
+    """The KV pool over all of the replica's GPUs (negative: the weights do not fit)."""
+    return dep.n_devices * usable_bytes_per_gpu(dep.device, dep.engine) - dep.weight_bytes
+
+
+def state_bytes(dep: Deployment) -> float:
+    """Bytes a sequence holds whatever its context: recurrent state and full sliding windows."""
+    return sum(dep.model.state_parts(dep.kv_dtype, STATE_DTYPE, dep.n_devices))
+
+
+def sequence_bytes(dep: Deployment, context: float) -> float:
+    """Bytes one sequence of ``context`` tokens holds in the pool."""
+    return dep.model.kv_bytes_per_token(dep.kv_dtype, dep.n_devices) * context + state_bytes(dep)
+
+
+def kv_capacity_tokens(dep: Deployment) -> float:
+    """Tokens of KV the pool holds (before any per-sequence state)."""
+    per = dep.model.kv_bytes_per_token(dep.kv_dtype, dep.n_devices)
+    return max(kv_pool_bytes(dep), 0.0) / per if per else math.inf
+
+
+def max_sequences(dep: Deployment, context: float) -> int:
+    """How many sequences of ``context`` tokens the pool holds at once."""
+    need = sequence_bytes(dep, context)
+    return int(max(kv_pool_bytes(dep), 0.0) // need) if need > 0 else 1 << 62
+
+
+def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16", engine: Engine | None = None,
+                    kv_fraction: float = 0.1, max_devices: int = 1024) -> int:
+    """The fewest devices, a power of two (tensor parallelism), whose usable memory holds the
+    weights and leaves ``kv_fraction`` of it for the KV pool."""
+    eng = engine or load_engine()
+    need, usable = weight_bytes(model, weight_dtype), usable_bytes_per_gpu(device, eng)
+    n = 1
+    while n <= max_devices:
+        if usable > 0 and n * usable * (1.0 - kv_fraction) >= need:
+            return n
+        n *= 2
+    raise DoesNotFit(f"{model.name} in {weight_dtype} ({need / 1e9:.0f} GB) fits on no number of {device.name} "
+                     f"up to {max_devices} under {eng.name}")
+
+
+def require_fits(dep: Deployment, batch: float = 1, context: float = 0.0) -> None:
+    """Raise :class:`DoesNotFit` unless the device runs the deployment's precisions, its
+    weights fit, and ``batch`` sequences of ``context`` tokens fit in its KV pool; the message
+    says the smallest GPU count, or the largest batch, that would fit."""
+    for dt in {dep.weight_dtype, dep.expert_precision}:
+        why = dep.device.cannot_run(dt)
+        if why:
+            raise DoesNotFit(f"{dep.device.name} cannot run {dt} weights: {why}")
+    pool = kv_pool_bytes(dep)
+    if pool <= 0:
+        try:
+            n = devices_to_hold(dep.model, dep.device, dep.weight_dtype, dep.engine, kv_fraction=0.0)
+            hint = f"; the smallest count that holds them is {n}"
+        except DoesNotFit:
+            hint = ""
+        raise DoesNotFit(f"{dep.model.name} in {dep.weight_dtype} needs {dep.weight_bytes / 1e9:.0f} GB of weights; "
+                         f"{dep.n_devices}x {dep.device.name} under {dep.engine.name} hold "
+                         f"{dep.n_devices * usable_bytes_per_gpu(dep.device, dep.engine) / 1e9:.0f} GB for weights and KV"
+                         f"{hint}")
+    fits = max_sequences(dep, context)
+    if batch > fits:
+        raise DoesNotFit(f"a batch of {batch:g} sequences at {context:g} tokens needs "
+                         f"{batch * sequence_bytes(dep, context) / 1e9:.0f} GB of KV; the pool of {dep.n_devices}x "
+                         f"{dep.device.name} holds {pool / 1e9:.0f} GB: at most {fits} sequences at that context")
