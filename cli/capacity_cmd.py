@@ -56,7 +56,7 @@ def capacity(
     p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
     rho: float = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
     verdict_tokens: int = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict."),
-    tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, or lognormal:median,sigma."),
+    tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times)."),
     api: Optional[str] = typer.Option(None, "--api", help="edge-cloud protocols: API profile of the strong model [qwen3.5-397b-a17b]; priced per token."),
     edge_device: Optional[str] = typer.Option(None, "--edge-device", help="edge-cloud protocols: the weak model's device [rtx-5090]."),
     api_ttft: Optional[float] = typer.Option(None, "--api-ttft", help="edge-cloud protocols: API time to first token, s."),

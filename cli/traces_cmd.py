@@ -31,7 +31,7 @@ def _tool_kinds(paths):
     return out
 
 
-def _finish_import(result, src: Path, out: Path, importer: str, tools):
+def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: tuple = ()):
     """Report warnings, write the JSONL atomically (never over an input), print a summary."""
     from costsim.traces import TraceError, dumps_jsonl
     from costsim.traces.convert import CHARS_PER_TOKEN
@@ -55,7 +55,7 @@ def _finish_import(result, src: Path, out: Path, importer: str, tools):
         text = dumps_jsonl(result.tasks, **header)
     except TraceError as e:
         raise UserError(str(e)) from None
-    atomic_write(out, text, inputs=(src, *(tools or ())))
+    atomic_write(out, text, inputs=(src, *inputs, *(tools or ())))
     kinds = result.steps_by_kind()
     steps = sum(kinds.values())
     print(f"{src} -> {out}: {len(result.tasks)} tasks of {result.records} records, {steps} steps "
@@ -90,6 +90,24 @@ def import_tau2_cmd(
     except TraceError as e:
         raise UserError(str(e)) from None
     _finish_import(result, file, out, "tau2", tools)
+
+
+@import_app.command("otel")
+def import_otel_cmd(
+    files: List[Path] = typer.Argument(..., help="OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON document). A trace split across files is joined."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
+    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes."),
+    strict: bool = typer.Option(False, "--strict", help="Any malformed line, and any span whose parent is missing, is fatal."),
+):
+    """Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans)."""
+    from costsim.traces import TraceError
+    from costsim.traces.otel import import_otel
+
+    try:
+        result = import_otel(list(files), tool_kinds=_tool_kinds(tools), strict=strict)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    _finish_import(result, files[0], out, "otel", tools, inputs=tuple(files))
 
 
 @import_app.command("openai")
@@ -139,6 +157,10 @@ def _print_stats(name: str, s: dict, per_task: bool):
         print(f"  model {m}: {v['steps']} steps, {v['output_tokens']:,} output tokens"
               + (f", {v['timed_steps']} timed: {v['mean_duration_s']:.2f} s/step, "
                  f"{_n(v['output_tokens_per_s'], '.1f')} output tokens/s" if v["timed_steps"] else ""))
+    tl = s.get("tool_latency")
+    if tl:
+        print(f"  tool latency    {tl['timed_tool_steps']} of {tl['tool_steps']} tool steps recorded: mean {tl['mean_s']:.3f} s, "
+              f"median {tl['median_s']:.3f} s, p95 {tl['p95_s']:.3f} s (replay with --tool-latency recorded)")
     if s["verdict_fit"]:
         f = s["verdict_fit"]["pooled"]
         print(f"  verdicts        p_u = {_n(f['p_hat'], '.3f')} pooled from {f['passes']} passes, "

@@ -70,7 +70,7 @@ class SpeculatingRun:
         if spec["at"] is None or not (self._hit >= 1.0 or (self._hit > 0 and self._rng.random() < self._hit)):
             tr.row["spec_wasted_tools"] += 1
             return (yield from tr.execute(step))
-        lat = tr.tool_latency.sample(tr.rng)
+        lat = tr.tool_seconds(step)
         wait = max(spec["at"] + lat - tr.env.now, 0.0)
         tr.row["spec_hits"] += 1
         tr.row["tool_s"] += lat

@@ -60,7 +60,7 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
         f.guessed_at = env.now
         if st.kind != "read":
             return
-        f.lat = tr.tool_latency.sample(rng)
+        f.lat = tr.tool_seconds(st)
         if f.lat:
             yield env.timeout(f.lat)
         # Run ahead: the result is back and the actor has not decided yet.

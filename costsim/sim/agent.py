@@ -29,10 +29,16 @@ _ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 @dataclass(frozen=True)
 class Latency:
     """Latency of an external call: fixed ``seconds``, or lognormal with that median and
-    ``sigma`` (log-space standard deviation)."""
+    ``sigma`` (log-space standard deviation). ``recorded``: a step's own recorded time
+    (``Step.tool_duration_s``) where the trace has one, else the above."""
 
     seconds: float = 0.0
     sigma: float = 0.0
+    recorded: bool = False
+
+    def of(self, step) -> float | None:
+        """The step's recorded seconds, when this latency uses them and the step has them."""
+        return step.tool_duration_s if self.recorded and step.tool_duration_s is not None else None
 
     @property
     def mean(self) -> float:
@@ -48,12 +54,17 @@ class Latency:
 
     @classmethod
     def parse(cls, spec: str | float | None) -> "Latency":
-        """'0.5' (fixed seconds) or 'lognormal:median,sigma'."""
+        """'0.5' (fixed seconds), 'lognormal:median,sigma', or 'recorded[:FALLBACK]' (each
+        step's recorded tool time; FALLBACK, either form above, for steps without one)."""
         if spec is None or spec == "":
             return cls()
         if isinstance(spec, (int, float)):
             return cls(float(spec))
         kind, _, args = str(spec).partition(":")
+        if kind == "recorded":
+            from dataclasses import replace
+
+            return replace(cls.parse(args or "0"), recorded=True)
         try:
             if kind == "lognormal":
                 med, sig = (float(x) for x in args.split(","))
@@ -63,7 +74,7 @@ class Latency:
                 return cls(float(kind))
         except ValueError:
             pass
-        raise ValueError(f"latency {spec!r}: expected seconds >= 0 or lognormal:median,sigma")
+        raise ValueError(f"latency {spec!r}: expected seconds >= 0, lognormal:median,sigma or recorded[:fallback]")
 
 
 class TaskRun:
@@ -99,7 +110,7 @@ class TaskRun:
         as much as the rest of a step)."""
         kind = step.kind
         if kind == "read" or kind == "write":
-            lat = self.tool_latency.sample(self.rng)
+            lat = self.tool_seconds(step)
         elif kind == "respond":
             lat = self.user_latency.sample(self.rng)
         else:
@@ -108,6 +119,11 @@ class TaskRun:
             return ()
         self.row["tool_s"] += lat
         return (self.env.timeout(lat),)
+
+    def tool_seconds(self, step) -> float:
+        """How long ``step``'s tool call takes: its recorded time where the latency uses it."""
+        rec = self.tool_latency.of(step)
+        return rec if rec is not None else self.tool_latency.sample(self.rng)
 
     def finish(self) -> dict:
         row = self.row

@@ -112,8 +112,10 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
         vec[_COL["wall_s"]] += secs + models[who][1]
 
     def execute(vec, step):
-        vec[_COL["wall_s"]] += latency[step.kind]
-        vec[_COL["tool_s"]] += latency[step.kind]
+        rec = sc.tool_latency.of(step) if step.kind in ("read", "write") else None
+        lat = latency[step.kind] if rec is None else rec
+        vec[_COL["wall_s"]] += lat
+        vec[_COL["tool_s"]] += lat
 
     if recorded:
         def q(step):

@@ -27,7 +27,7 @@ FORMAT = "costsim-trace"
 _TASK_KEYS = {"task_id", "steps", "domain", "source", "reward", "meta"}
 _STEP_KEYS = {
     "kind", "tool", "output_tokens", "observation_tokens", "context_tokens", "model",
-    "duration_s", "verdict", "estimated", "estimated_fields",
+    "duration_s", "tool_duration_s", "verdict", "estimated", "estimated_fields",
 }
 
 
@@ -124,6 +124,7 @@ def step_from_dict(d, where: str = "") -> Step:
         context_tokens=_int(d, "context_tokens", where, default=-1, minimum=-1),
         model=_str(d, "model", where),
         duration_s=_opt_float(d, "duration_s", where, minimum=0.0),
+        tool_duration_s=_opt_float(d, "tool_duration_s", where, minimum=0.0),
         verdict=verdict,
         estimated=estimated,
         estimated_fields=tuple(ef),
@@ -163,6 +164,8 @@ def step_to_dict(s: Step) -> dict:
         d["model"] = s.model
     if s.duration_s is not None:
         d["duration_s"] = s.duration_s
+    if s.tool_duration_s is not None:
+        d["tool_duration_s"] = s.tool_duration_s
     if s.verdict is not None:
         d["verdict"] = s.verdict
     if s.estimated:
@@ -261,6 +264,8 @@ def read_text(path) -> str:
         raise TraceError(f"{shown}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise TraceError(f"{shown}: cannot read: {e.strerror}") from None
+    except ValueError:  # an embedded NUL: no file can have this name
+        raise TraceError(f"{shown}: not a valid file name") from None
 
 
 def read_jsonl(path, strict: bool = False) -> ReadResult:

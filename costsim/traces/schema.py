@@ -22,6 +22,8 @@ class Step:
     ``output_tokens``: tokens the agent decodes for the step (arguments or message);
     ``observation_tokens``: tokens that come back into the context after it (tool result or the
     user's reply); ``context_tokens``: context length before the step, when known (-1 if not).
+    ``duration_s``: the model call's own time for the step; ``tool_duration_s``: the tool's (or
+    the user's, for a message) time after it, when the log records it apart (OpenTelemetry).
     ``verdict``: a recorded review outcome (True accepted, False rejected, None unknown).
     ``estimated``: some token count or timing of the step was not in the log but estimated
     (see ``traces/README.md`` for the rule); ``estimated_fields`` names which, when known
@@ -35,6 +37,7 @@ class Step:
     context_tokens: int = -1
     model: str = ""
     duration_s: float | None = None
+    tool_duration_s: float | None = None
     verdict: bool | None = None
     estimated: bool = False
     estimated_fields: tuple[str, ...] = ()

@@ -19,6 +19,8 @@ reads (several tool calls of one logged call share that call's prompt).
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from dataclasses import dataclass
 
@@ -148,6 +150,26 @@ def model_stats(steps: list[Step]) -> dict:
     return out
 
 
+def tool_latency_stats(steps: list[Step]) -> dict | None:
+    """Recorded tool times (``Step.tool_duration_s``) of the tool steps, when the trace has
+    them: how many, their mean, median and 95th percentile in seconds, per tool and overall."""
+    timed = [s for s in steps if s.kind in ("read", "write") and s.tool_duration_s is not None]
+    if not timed:
+        return None
+
+    def summary(xs):
+        xs = sorted(xs)
+        return {"steps": len(xs), "mean_s": sum(xs) / len(xs), "median_s": xs[(len(xs) - 1) // 2],
+                "p95_s": xs[min(len(xs) - 1, math.ceil(0.95 * len(xs)) - 1)]}
+
+    by_tool: dict[str, list] = {}
+    for s in timed:
+        by_tool.setdefault(s.tool, []).append(s.tool_duration_s)
+    tools = sum(s.kind in ("read", "write") for s in steps)
+    return {"timed_tool_steps": len(timed), "tool_steps": tools, **summary([s.tool_duration_s for s in timed]),
+            "by_tool": {t: summary(v) for t, v in sorted(by_tool.items())}}
+
+
 def trace_stats(tasks: list[Task], K: int = 6, hold: str = "writes") -> dict:
     """Per-file summary plus the per-task rows (``"tasks"``)."""
     _check(K, hold)
@@ -177,6 +199,7 @@ def trace_stats(tasks: list[Task], K: int = 6, hold: str = "writes") -> dict:
         },
         "steps_per_review": len(steps) / sum(reviews) if sum(reviews) else None,
         "models": model_stats(steps),
+        "tool_latency": tool_latency_stats(steps),
         "verdict_fit": fit,
         "per_task": rows,
     }

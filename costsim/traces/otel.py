@@ -1,0 +1,347 @@
+"""Importer for OpenTelemetry traces in the GenAI semantic conventions (OTLP/JSON).
+
+Input: the OpenTelemetry Collector's file exporter or the SDK's OTLP JSON file exporter (one
+``ExportTraceServiceRequest`` per line), or a single JSON document holding one (or a list of
+them). Several files may be given: a trace split across them is joined by trace id.
+
+- **Tasks.** Each top-level ``invoke_agent`` span (one with no ``invoke_agent`` ancestor) is a
+  task, with every span below it; a trace with no ``invoke_agent`` span is one task.
+- **Steps.** A model call (``gen_ai.operation.name`` ``chat``, ``text_completion`` or
+  ``generate_content``) and the tool calls (``execute_tool``) that start after it ends and
+  before the next model call starts are its steps: one step per tool call, in start order; a
+  call without tool calls is a ``respond`` step, the task's last call ``final``.
+- **Kinds.** A tool call is a read when the span says so (``mcp.tool.annotations.readOnlyHint``
+  or ``gen_ai.tool.annotations.readOnlyHint`` true; false is a write), else by the ``--tools``
+  mapping, else a write (counted, as every importer does).
+- **Tokens.** ``output_tokens``: the call's output tokens (``gen_ai.usage.output_tokens``;
+  before semantic conventions 1.27 ``gen_ai.usage.completion_tokens``; OpenLLMetry's
+  ``llm.usage.completion_tokens``), shared equally among its tool calls (largest remainder);
+  ``context_tokens``: its input tokens (``gen_ai.usage.input_tokens`` / ``prompt_tokens``);
+  ``observation_tokens``: what the next call's input grew by beyond this call's input and
+  output, shared equally (estimated: the spans do not carry the results). Where usage is
+  missing: ceil(chars / 4) of ``gen_ai.output.messages`` / ``gen_ai.input.messages`` when
+  recorded, else 0, marked estimated.
+- **Times.** ``duration_s``: the model call's span (end - start), shared like its output
+  tokens; ``tool_duration_s``: each tool span's own (end - start). A span that ends before it
+  starts (clock skew) is a bad span.
+
+The model is ``gen_ai.response.model``, else ``gen_ai.request.model``; the provider
+``gen_ai.provider.name`` (1.37 and later), else ``gen_ai.system`` (before).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _check as c
+from .convert import apportion, estimate_tokens
+from .jsonl import TraceError, read_text
+from .schema import Step, Task
+from .tau2 import ImportResult
+from .tools import ToolKinds
+
+MODEL_OPS = ("chat", "text_completion", "generate_content")
+TOOL_OP, AGENT_OP = "execute_tool", "invoke_agent"
+#: Attribute names by meaning, newest first: the current GenAI conventions, then the older.
+INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens")
+OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.usage.completion_tokens")
+CACHED_TOKENS = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                 "gen_ai.usage.input_tokens.cached")
+REASONING_TOKENS = ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.output_tokens.reasoning")
+MODEL = ("gen_ai.response.model", "gen_ai.request.model")
+PROVIDER = ("gen_ai.provider.name", "gen_ai.system")
+READ_ONLY = ("mcp.tool.annotations.readOnlyHint", "gen_ai.tool.annotations.readOnlyHint")
+
+
+@dataclass
+class Span:
+    trace: str
+    id: str
+    parent: str
+    name: str
+    start: int  # unix ns
+    end: int
+    attrs: dict
+    where: str  # file:line for messages
+
+    @property
+    def op(self) -> str:
+        op = self.attrs.get("gen_ai.operation.name")
+        if isinstance(op, str) and op:
+            return op
+        if self.attrs.get("mcp.method.name") == "tools/call":
+            return TOOL_OP
+        return ""
+
+    def first(self, keys):
+        for k in keys:
+            if self.attrs.get(k) is not None:
+                return self.attrs[k]
+        return None
+
+
+def _value(v, at: str):
+    """An OTLP AnyValue as a Python value."""
+    v = c.obj(v, at)
+    if not v:
+        return None
+    (kind, x), = list(v.items())[:1]
+    if kind == "stringValue":
+        if not isinstance(x, str):
+            raise c.Bad(at, f"stringValue must be a string, got {c.show(x)}")
+        return x
+    if kind == "boolValue":
+        if not isinstance(x, bool):
+            raise c.Bad(at, f"boolValue must be true or false, got {c.show(x)}")
+        return x
+    if kind == "intValue":  # int64 travels as a JSON string (or number)
+        if isinstance(x, bool) or not isinstance(x, (int, str)) or (isinstance(x, str) and len(x) > 20):
+            raise c.Bad(at, f"intValue must be an integer, got {c.show(x)}")
+        try:
+            return int(x)
+        except ValueError:
+            raise c.Bad(at, f"intValue must be an integer, got {c.show(x)}") from None
+    if kind == "doubleValue":
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise c.Bad(at, f"doubleValue must be a number, got {c.show(x)}")
+        try:
+            return float(x)
+        except ValueError:
+            raise c.Bad(at, f"doubleValue must be a number, got {c.show(x)}") from None
+    if kind == "arrayValue":
+        vals = c.obj(x, at + ".arrayValue").get("values", [])
+        return [_value(e, f"{at}.arrayValue.values[{i}]") for i, e in enumerate(c.lst(vals, at + ".arrayValue.values"))]
+    return None  # kvlistValue, bytesValue: not needed here
+
+
+def _attrs(raw, at: str) -> dict:
+    out = {}
+    for i, kv in enumerate(c.lst(raw if raw is not None else [], at)):
+        kv = c.obj(kv, f"{at}[{i}]")
+        key = kv.get("key")
+        if not isinstance(key, str):
+            raise c.Bad(f"{at}[{i}].key", f"expected a string, got {c.show(key)}")
+        out[key] = _value(kv.get("value", {}), f"{at}[{i}].value")
+    return out
+
+
+def _ns(span: dict, key: str, at: str) -> int:
+    v = span.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not v.isdigit()) or \
+            (isinstance(v, str) and len(v) > 20):
+        raise c.Bad(f"{at}.{key}", f"expected unix nanoseconds, got {c.show(v)}")
+    n = int(v)
+    if n < 0:
+        raise c.Bad(f"{at}.{key}", f"expected unix nanoseconds, got {c.show(v)}")
+    return n
+
+
+def _spans(doc, where: str):
+    """The spans of one ExportTraceServiceRequest (or a list of them)."""
+    docs = doc if isinstance(doc, list) else [doc]
+    for d, req in enumerate(docs):
+        pre = f"[{d}]." if isinstance(doc, list) else ""
+        req = c.obj(req, pre + "(document)")
+        for i, rs in enumerate(c.lst(req.get("resourceSpans"), pre + "resourceSpans")):
+            rs = c.obj(rs, f"{pre}resourceSpans[{i}]")
+            for j, ss in enumerate(c.lst(rs.get("scopeSpans", []), f"{pre}resourceSpans[{i}].scopeSpans")):
+                ss = c.obj(ss, f"{pre}resourceSpans[{i}].scopeSpans[{j}]")
+                for k, sp in enumerate(c.lst(ss.get("spans", []), f"{pre}resourceSpans[{i}].scopeSpans[{j}].spans")):
+                    at = f"{pre}resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
+                    sp = c.obj(sp, at)
+                    ids = []
+                    for key in ("traceId", "spanId"):
+                        v = sp.get(key)
+                        if not isinstance(v, str) or not v:
+                            raise c.Bad(f"{at}.{key}", f"expected an id string, got {c.show(v)}")
+                        ids.append(v)
+                    parent = sp.get("parentSpanId") or ""
+                    if not isinstance(parent, str):
+                        raise c.Bad(f"{at}.parentSpanId", f"expected an id string, got {c.show(parent)}")
+                    start, end = _ns(sp, "startTimeUnixNano", at), _ns(sp, "endTimeUnixNano", at)
+                    if end < start:
+                        raise c.Bad(f"{at}.endTimeUnixNano", f"ends {(start - end) / 1e9:.3g} s before it starts (clock skew)")
+                    name = sp.get("name", "")
+                    attrs = _attrs(sp.get("attributes"), f"{at}.attributes")
+                    for key in (*INPUT_TOKENS, *OUTPUT_TOKENS, *CACHED_TOKENS, *REASONING_TOKENS):
+                        v = attrs.get(key)
+                        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                              or v < 0 or v != int(v) or v > 1e12):
+                            raise c.Bad(f"{at}.attributes.{key}", f"expected a token count >= 0, got {c.show(v)}")
+                    yield Span(ids[0], ids[1], parent, name if isinstance(name, str) else "", start, end, attrs, where)
+
+
+@dataclass
+class _Run:
+    key: str
+    spans: list = field(default_factory=list)
+
+
+def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool = False) -> ImportResult:
+    """Import OTLP/JSON trace files (one or several: spans are joined by trace id). A malformed
+    line (or document) is skipped with a warning naming file, line and field; with ``strict``
+    it is fatal, and so is a span whose parent is in none of the files."""
+    paths = [Path(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
+    warnings: list[str] = []
+    spans: dict[tuple, Span] = {}
+    records = 0
+    for path in paths:
+        text = read_text(path)
+        chunks = _documents(text)
+        for lineno, chunk in chunks:
+            records += 1
+            where = f"{path}:{lineno}"
+            try:
+                try:
+                    doc = json.loads(chunk)
+                except json.JSONDecodeError as e:
+                    raise c.Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})") from None
+                except RecursionError:
+                    raise c.Bad("(line)", "JSON nested too deeply") from None
+                got = list(_spans(doc, where))
+            except c.Bad as e:
+                msg = f"{where}: field '{e.field}': {e.what}"
+                if strict:
+                    raise TraceError(msg) from None
+                warnings.append(msg + "; skipped")
+                continue
+            for s in got:
+                spans[(s.trace, s.id)] = s
+    runs, orphans = _runs(spans)
+    for s in orphans:
+        msg = f"{s.where}: span {s.name!r} ({s.id}): its parent {s.parent} is in none of the files"
+        if strict:
+            raise TraceError(msg + " (a trace split across files: give them all)")
+        warnings.append(msg + "; taken as a root of its trace")
+    kinds = ToolKinds(tool_kinds)
+    tasks, unmatched = [], 0
+    for run in runs:
+        steps, lost = _steps(run.spans, kinds)
+        unmatched += lost
+        if steps:
+            model = next((s.model for s in steps if s.model), "")
+            tasks.append(Task(task_id=run.key, steps=tuple(steps), source="otel:" + ",".join(p.name for p in paths),
+                              meta={"agent_llm": model} if model else {}))
+    notes = {"tool_spans_before_any_model_call": unmatched} if unmatched else {}
+    return ImportResult(tasks=tasks, warnings=warnings, records=records, defaulted_tools=kinds.defaulted, notes=notes)
+
+
+def _documents(text: str) -> list[tuple[int, str]]:
+    """One document per non-empty line (JSON Lines), or the whole text when it is one document
+    spread over lines."""
+    lines = [(i, ln) for i, ln in enumerate(text.split("\n"), start=1) if ln.strip()]
+    if len(lines) > 1:
+        try:
+            json.loads(lines[0][1])
+        except (json.JSONDecodeError, RecursionError):
+            return [(1, text)]  # a pretty-printed document
+    return lines
+
+
+def _runs(spans: dict) -> tuple[list[_Run], list[Span]]:
+    """Group spans into agent runs; return the runs (in start order) and the orphans."""
+    by_trace = defaultdict(list)
+    for s in spans.values():
+        by_trace[s.trace].append(s)
+    runs, orphans = [], []
+    for trace, group in by_trace.items():
+        ids = {s.id: s for s in group}
+        orphans += [s for s in group if s.parent and s.parent not in ids]
+
+        def top_agent(s):  # the outermost invoke_agent span at or above s
+            found, cur, seen = None, s, set()
+            while cur is not None and cur.id not in seen:
+                seen.add(cur.id)
+                if cur.op == AGENT_OP:
+                    found = cur
+                cur = ids.get(cur.parent)
+            return found
+
+        by_agent = defaultdict(list)
+        for s in group:
+            a = top_agent(s)
+            by_agent[a.id if a else ""].append(s)
+        agents = sorted((k for k in by_agent if k), key=lambda k: ids[k].start)
+        if not agents:
+            runs.append(_Run(trace, by_agent[""]))
+            continue
+        for n, k in enumerate(agents):
+            runs.append(_Run(trace if len(agents) == 1 else f"{trace}/{n + 1}", by_agent[k]))
+        # Spans outside every agent run in a trace that has runs belong to none of them.
+    runs.sort(key=lambda r: min(s.start for s in r.spans))
+    return runs, orphans
+
+
+def _steps(spans: list[Span], kinds: ToolKinds) -> tuple[list[Step], int]:
+    calls = sorted((s for s in spans if s.op in MODEL_OPS), key=lambda s: (s.start, s.end))
+    tools = sorted((s for s in spans if s.op == TOOL_OP), key=lambda s: (s.start, s.end))
+    issued = [[] for _ in calls]
+    lost = 0
+    for t in tools:  # each tool call belongs to the last model call that ended before it started
+        k = max((i for i, m in enumerate(calls) if m.end <= t.start), default=None)
+        if k is None:
+            lost += 1
+        else:
+            issued[k].append(t)
+    steps = []
+    for i, m in enumerate(calls):
+        nxt = calls[i + 1] if i + 1 < len(calls) else None
+        steps.extend(_call_steps(m, issued[i], nxt, i == len(calls) - 1, kinds))
+    return steps, lost
+
+
+def _count(s: Span, keys) -> int | None:
+    v = s.first(keys)  # validated when the span was read
+    return None if v is None else int(v)
+
+
+def _chars(s: Span, key: str) -> int | None:
+    v = s.attrs.get(key)
+    return estimate_tokens(v if isinstance(v, str) else json.dumps(v)) if v is not None else None
+
+
+def _call_steps(m: Span, tools: list[Span], nxt: Span | None, last: bool, kinds: ToolKinds) -> list[Step]:
+    est = set()
+    out = _count(m, OUTPUT_TOKENS)
+    if out is None:
+        out, _ = _chars(m, "gen_ai.output.messages") or 0, est.add("output_tokens")
+    ctx = _count(m, INPUT_TOKENS)
+    if ctx is None:
+        ctx, _ = _chars(m, "gen_ai.input.messages") or -1, est.add("context_tokens")
+    grew = None
+    if nxt is not None:
+        nin = _count(nxt, INPUT_TOKENS)
+        if nin is not None and ctx >= 0:
+            grew = max(nin - ctx - out, 0)
+    model = m.first(MODEL)
+    model = model if isinstance(model, str) else ""
+    dur = (m.end - m.start) / 1e9
+    n = max(len(tools), 1)
+    outs = apportion(out, [1] * n)
+    obs = apportion(grew, [1] * n) if grew is not None else [0] * n
+    obs_est = {"observation_tokens"} if grew is not None else set()
+    if not tools:
+        kind = "final" if last else "respond"
+        return [_step(kind, "", outs[0], obs[0], ctx, model, dur, None, est | obs_est)]
+    steps, before = [], 0
+    for j, t in enumerate(tools):
+        name = t.attrs.get("gen_ai.tool.name")
+        name = name if isinstance(name, str) and name else t.name.removeprefix("execute_tool ").strip()
+        hint = t.first(READ_ONLY)
+        kind = ("read" if hint else "write") if isinstance(hint, bool) else kinds.kind(name)
+        share = outs[j] / out if out else 1 / n
+        e = est | obs_est | ({"duration_s"} if n > 1 else set())
+        steps.append(_step(kind, name, outs[j], obs[j], ctx + before if ctx >= 0 else -1, model, dur * share,
+                           (t.end - t.start) / 1e9, e))
+        before += outs[j]
+    return steps
+
+
+def _step(kind, tool, out, obs, ctx, model, dur, tool_dur, est) -> Step:
+    fields = tuple(f for f in ("output_tokens", "observation_tokens", "context_tokens", "duration_s") if f in est)
+    return Step(kind=kind, output_tokens=int(out), observation_tokens=int(obs), tool=tool, context_tokens=int(ctx),
+                model=model, duration_s=dur, tool_duration_s=tool_dur, estimated=bool(fields),
+                estimated_fields=fields)
