@@ -7,12 +7,10 @@ from typing import Optional
 
 import typer
 
-from ._common import UserError, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, UserError, dumps
 
 roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
                            invoke_without_command=True)
-
-ENGINE = typer.Option(None, "--engine", help="Serving engine profile (hardware/engines/) or TOML [vllm].")
 
 
 def _finite(name, v, lo=0.0):
@@ -28,7 +26,7 @@ def roofline(
     gpus: Optional[int] = typer.Option(None, help="Devices (tensor parallel) [as many as hold the weights]."),
     dtype: Optional[str] = typer.Option(None, help="Weight precision [the model's default]."),
     engine: Optional[str] = ENGINE,
-    expert_parallel: bool = typer.Option(False, "--expert-parallel", help="MoE experts placed whole on the GPUs (all-to-all) instead of tensor-sharded."),
+    expert_parallel: bool = EXPERT_PARALLEL,
     batch: int = typer.Option(1, help="Decode batch (sequences)."),
     context: float = typer.Option(4096, help="Context length per sequence, tokens."),
     prefill_tokens: Optional[float] = typer.Option(None, "--prefill", help="Also cost a prefill of this many new tokens."),

@@ -17,6 +17,16 @@ class Bad(Exception):
         self.field, self.what = field, what
 
 
+def json_line(text: str):
+    """One line (or document) of JSON, or :class:`Bad` naming it as ``(line)``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise Bad("(line)", "JSON nested too deeply") from None
+
+
 def show(v) -> str:
     try:
         s = json.dumps(v, ensure_ascii=False)

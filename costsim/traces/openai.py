@@ -131,13 +131,7 @@ def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = 
             continue
         records += 1
         try:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise c.Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})") from None
-            except RecursionError:
-                raise c.Bad("(line)", "JSON nested too deeply") from None
-            obj = c.obj(obj, "(line)")
+            obj = c.obj(c.json_line(line), "(line)")
             tid = _line_id(obj, lineno)
             if "request" in obj:
                 history, msg = _call(obj)
