@@ -38,13 +38,37 @@ def dumps(obj) -> str:
     return json.dumps(to_jsonable(obj), indent=2)
 
 
+def check_output(path, inputs: tuple = (), directory: bool = False) -> Path:
+    """Refuse, before any work is done, an output that cannot be written: an empty name, a
+    directory where a file is wanted (or the reverse), an input file, or a place where no file
+    can be created (the check creates and removes a temporary file there)."""
+    if path is None or not str(path).strip():
+        raise UserError("the output path is empty")
+    p = Path(path)
+    shown = str(p) if str(p).isprintable() else repr(str(p))
+    if directory and p.exists() and not p.is_dir():
+        raise UserError(f"{shown}: exists and is not a directory")
+    if not directory and p.is_dir():
+        raise UserError(f"{shown}: is a directory; give a file name")
+    for src in inputs:
+        if p.exists() and Path(src).exists() and p.resolve() == Path(src).resolve():
+            raise UserError(f"{shown}: refusing to overwrite an input file")
+    where = p if directory else p.parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".costsim-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    except ValueError as e:  # a NUL in the name
+        raise UserError(f"{shown}: not a valid path ({e})") from None
+    return p
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ()) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename; refuse to overwrite an input."""
-    path = Path(path)
-    for src in inputs:
-        if Path(src).exists() and path.exists() and path.resolve() == Path(src).resolve():
-            raise UserError(f"{path}: refusing to overwrite an input file")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_output(path, inputs)
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -62,7 +62,7 @@ def capacity(
     api_ttft: Optional[float] = typer.Option(None, "--api-ttft", help="edge-cloud protocols: API time to first token, s."),
     api_tps: Optional[float] = typer.Option(None, "--api-tps", help="edge-cloud protocols: API output tokens/s."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random stream."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random stream."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's."),
 ):

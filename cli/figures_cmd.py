@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import UserError
+from ._common import UserError, check_output
 
 
 def figures(
@@ -18,6 +18,7 @@ def figures(
     """Regenerate the figures (fixed seeds; same bytes with the same library versions)."""
     from costsim import figures as figs
 
+    check_output(out, directory=True)
     t = time.perf_counter()
     try:
         figs.generate(out, only=only, log=lambda line: typer.echo(f"wrote {out.rstrip('/')}/{line}"))

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ._common import UserError, atomic_write, dumps
+from ._common import UserError, atomic_write, check_output, dumps
 
 _SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
 
@@ -170,7 +170,7 @@ def calibrate(
     resume: bool = typer.Option(False, "--resume", help="Go on from the probes an interrupted run saved beside --output."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
     retries: int = typer.Option(3, "--retries", help="Retries per request (exponential backoff)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the probe order (and of the local models)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the probe order (and of the local models)."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models]."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
@@ -178,6 +178,7 @@ def calibrate(
     w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
     from costsim.live.calibrate import to_toml
 
+    check_output(output)
     probes_path = output + ".probes.json"
     with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
                     timeout, retries, model_dir, seed) as (we, se):
@@ -277,7 +278,7 @@ def validate(
     repeats: int = typer.Option(3, "--repeats", help="Probes per shape when calibrating first."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
     retries: int = typer.Option(3, "--retries", help="Retries per request."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the review outcomes."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the review outcomes."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
@@ -342,7 +343,7 @@ def serve_local(
     weak_port: int = typer.Option(0, "--weak-port", help="Port of the weak server [a free one]."),
     strong_port: int = typer.Option(0, "--strong-port", help="Port of the strong server [a free one]."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per server [half the cores]."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the generated models."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the generated models."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where the generated models are kept [~/.cache/costsim/models]."),
     weak_size: str = typer.Option("weak", "--weak-size", help="Generated model of the weak server: tiny (~3M), weak (~16M), strong (~320M)."),
     strong_size: str = typer.Option("strong", "--strong-size", help="Generated model of the strong server."),

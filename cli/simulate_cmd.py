@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, atomic_write, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, atomic_write, check_output, dumps
 
 # Options shared by both commands (Typer reads them from each signature).
 P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
@@ -19,7 +19,7 @@ PROTOS = typer.Option(None, "--protocols", help=(
     "specagent-self-spec, edge-cloud (adds its baseline cloud-strong-only). See docs/protocols.md."))
 SESSIONS = typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")
 RATE = typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")
-SEED = typer.Option(0, "--seed", help="Seed of every random stream.")
+SEED = typer.Option(0, "--seed", min=0, help="Seed of every random stream.")
 STRONG = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b].")
 WEAK = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b].")
 SDEV = typer.Option(None, "--strong-device", help="Strong device [h20].")
@@ -68,6 +68,8 @@ def simulate(
         raise UserError(f"--tasks must be >= 1, got {tasks}")
     from costsim.traces.synthetic import generate
 
+    if out is not None:
+        _check_table(out, ())  # before the run, not after it
     _run(generate(tasks, seed=seed), locals(), inputs=())
 
 
@@ -104,8 +106,15 @@ def replay(
             tasks.extend(load(t).tasks)
     except (TraceError, OSError, ValueError) as e:
         raise UserError(str(e)) from None
+    empty = [t.task_id for t in tasks if not t.steps]
+    if empty:  # no committed step to divide by: left out, and said so
+        print(f"costsim: warning: {len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"
+              + (" ..." if len(empty) > 5 else ""), file=sys.stderr)
+        tasks = [t for t in tasks if t.steps]
     if not tasks:
-        raise UserError("no tasks in " + ", ".join(traces))
+        raise UserError("no tasks with steps in " + ", ".join(traces))
+    if opts["out"] is not None:
+        _check_table(opts["out"], tuple(traces))
     _run(tasks, opts, inputs=tuple(traces))
 
 
@@ -193,6 +202,12 @@ class _progress:
     def __exit__(self, *exc):
         if self.show:
             self.bar.stop()
+
+
+def _check_table(path, inputs):
+    check_output(path, inputs)
+    if not path.endswith((".parquet", ".csv")):
+        raise UserError(f"--out {path}: expected a .parquet or .csv file name")
 
 
 def _write_table(rows, path, inputs):

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._common import UserError, dumps
+from ._common import UserError, check_output, dumps
 
 
 def sweep(
@@ -34,6 +34,7 @@ def sweep(
         raise UserError(f"--workers must be >= 1, got {workers}")
     if scheduler and serial:
         raise UserError("--scheduler and --serial are exclusive")
+    check_output(out, inputs=(grid,))
     try:
         cells = sw.load_grid(grid)
         if fresh:

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import UserError, atomic_write, dumps
+from ._common import UserError, atomic_write, check_output, dumps
 
 traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
                          no_args_is_help=True)
@@ -85,6 +85,7 @@ def import_tau2_cmd(
     from costsim.traces import TraceError
     from costsim.traces.tau2 import import_tau2
 
+    check_output(out, inputs=(file, *(tools or ())))
     try:
         result = import_tau2(file, tool_kinds=_tool_kinds(tools), strict=strict)
     except TraceError as e:
@@ -103,6 +104,7 @@ def import_otel_cmd(
     from costsim.traces import TraceError
     from costsim.traces.otel import import_otel
 
+    check_output(out, inputs=(*files, *(tools or ())))
     try:
         result = import_otel(list(files), tool_kinds=_tool_kinds(tools), strict=strict)
     except TraceError as e:
@@ -121,6 +123,7 @@ def import_openai_cmd(
     from costsim.traces import TraceError
     from costsim.traces.openai import import_openai
 
+    check_output(out, inputs=(file, *(tools or ())))
     try:
         result = import_openai(file, tool_kinds=_tool_kinds(tools), strict=strict)
     except TraceError as e:
@@ -205,7 +208,10 @@ def stats_cmd(
             raise UserError(str(e)) from None
         for w in res.warnings:
             print(f"costsim: warning: {w}", file=sys.stderr)
-        files.append((name, res, trace_stats(res.tasks, K, hold)))
+        try:
+            files.append((name, res, trace_stats(res.tasks, K, hold)))
+        except ValueError as e:
+            raise UserError(f"--{str(e)}" if str(e).startswith(("K ", "hold ")) else str(e)) from None
     if as_json:
         print(dumps({"K": K, "hold": hold, "files": [
             {"trace": name, "header": res.header, "skipped_lines": len(res.warnings), **s}

@@ -59,7 +59,7 @@ def endpoint_fits(cal: Calibration) -> tuple:
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration TOML file."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:

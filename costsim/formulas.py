@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 
+#: The largest chunk size any command accepts. Arrays of K entries are allocated (chunk-length
+#: distributions, per-length v/d), and no agent drafts more than a few dozen steps unreviewed.
+MAX_K = 1024
+
 def _arr(x):
     return np.asarray(x, dtype=float)
 

@@ -53,17 +53,19 @@ SOURCES = {
 def _validate(p, K, write_rate, batch, steps, overrides):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {p}")
-    if K < 1:
-        raise ValueError(f"--K must be an integer >= 1, got {K}")
+    if not 1 <= K <= formulas.MAX_K:
+        raise ValueError(f"--K must be an integer in [1, {formulas.MAX_K}], got {K}")
     if write_rate is not None and not 0.0 < write_rate <= 1.0:
         raise ValueError(f"--write-rate must be in (0, 1], got {write_rate}")
     if batch < 1:
         raise ValueError(f"--batch must be >= 1, got {batch}")
-    if steps <= 0:
-        raise ValueError(f"--steps must be > 0, got {steps}")
+    if not (np.isfinite(steps) and steps > 0):
+        raise ValueError(f"--steps must be a finite number > 0, got {steps}")
     for k, v in overrides.items():
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
+    if overrides.get("step_tokens") is not None and overrides["step_tokens"] <= 0:
+        raise ValueError(f"--step-tokens must be > 0 (a step decodes something), got {overrides['step_tokens']}")
 
 
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
@@ -184,7 +186,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "break_even_kappa": float(bek),
         "best_K": int(best_k), "best_K_L": float(best_L),
         "R_limit_p0": float(formulas.R_limit_p0(vd, rho_)),
-        "R_limit_p1": float(formulas.R_limit_p1(K, vd)),
+        "R_limit_p1": float(formulas.R_limit_p1(K if write_rate is None else n_mean, vd)),
         "roofline": {
             "R_time": float(in_time["time"]["R"]), "L_time": float(in_time["time"]["L"]),
             "strong_hbm_ratio": float(in_time["hbm"]["R"]),

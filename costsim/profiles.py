@@ -346,7 +346,7 @@ def _read(kind: str, filename: str):
     """One shipped profile file, parsed and validated (cached)."""
     pkg, cls = _KINDS[kind]
     try:
-        data = tomllib.loads((_root(kind) / filename).read_text(encoding="utf-8"))
+        data = tomllib.loads((_root(kind) / filename).read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{pkg}/{filename}: {e}") from None
     return _build(cls, data, f"{pkg}/{filename}")
@@ -427,7 +427,7 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 def _read_toml(path: str) -> dict:
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
     except (OSError, tomllib.TOMLDecodeError) as e:

@@ -65,7 +65,7 @@ def _scenario_keys() -> set[str]:
 def load_grid(path) -> list[dict]:
     """The cells of a grid file, in order; ValueError with a one-line message if it is wrong."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"{path}: {e}") from None
     return cells(data, origin=str(path))

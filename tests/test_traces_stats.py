@@ -33,7 +33,7 @@ def test_chunk_edge_cases():
     assert chunks([], K=6) == []
     # K-1 reads then a write: a reviewed chunk of length K (lengths never exceed K)
     assert [(c.length, c.reviewed) for c in chunks([S("read")] * 5 + [S("write")], K=6)] == [(6, True)]
-    with pytest.raises(ValueError, match="K must be a positive integer"):
+    with pytest.raises(ValueError, match="K must be an integer in \\[1, 1024\\]"):
         chunks(TINY, K=0)
     with pytest.raises(ValueError, match="hold must be one of"):
         chunks(TINY, hold="everything")

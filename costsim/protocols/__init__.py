@@ -37,15 +37,22 @@ REPLICAS = {"edge-cloud": edge_cloud.replicas, "cloud-strong-only": edge_cloud.r
 API_BASELINE = "cloud-strong-only"
 
 
-def option_names(fn) -> set[str]:
-    """The options a process function takes (through verifier and speculation wrappers)."""
-    names: set[str] = set()
+def option_defaults(fn) -> dict:
+    """The options a process function takes: name -> (default or None, annotation text)."""
+    out: dict = {}
     while fn is not None:
         params = inspect.signature(fn).parameters.values()
-        names |= {p.name for p in params if p.kind is p.KEYWORD_ONLY or
-                  (p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("tr", "task"))}
+        for p in params:
+            if p.kind is p.KEYWORD_ONLY or (p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("tr", "task")):
+                out.setdefault(p.name, (None if p.default is p.empty else p.default,
+                                        "" if p.annotation is p.empty else str(p.annotation)))
         fn = getattr(fn, "__wrapped_run__", None) if any(p.kind is p.VAR_KEYWORD for p in params) else None
-    return names
+    return out
+
+
+def option_names(fn) -> set[str]:
+    """The options a process function takes (through verifier and speculation wrappers)."""
+    return set(option_defaults(fn))
 
 
 def get(name: str, **options):

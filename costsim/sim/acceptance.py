@@ -87,11 +87,11 @@ def parse_p_dist(spec: str | None, p: float):
         vals = [float(x) for x in args.split(",")] if args else []
     except ValueError:
         raise ValueError(f"--p-dist {spec!r}: parameters must be numbers") from None
-    if kind == "beta" and len(vals) == 2 and all(v > 0 for v in vals):
+    if kind == "beta" and len(vals) == 2 and all(0 < v < float("inf") for v in vals):
         return lambda rng: BetaBernoulli(rng, *vals)
     if kind == "markov" and len(vals) == 4 and all(0 <= v <= 1 for v in vals):
         return lambda rng: Markov(rng, *vals)
-    if kind == "recorded" and len(vals) <= 1:
+    if kind == "recorded" and len(vals) <= 1 and all(0 <= v <= 1 for v in vals):
         return lambda rng: Recorded(rng, vals[0] if vals else p)
     raise ValueError(f"--p-dist {spec!r}: expected beta:a,b (a, b > 0), "
-                     "markov:p_good,p_bad,switch_gb,switch_bg (each in [0, 1]) or recorded[:p]")
+                     "markov:p_good,p_bad,switch_gb,switch_bg (each in [0, 1]) or recorded[:p] (p in [0, 1])")

@@ -77,7 +77,10 @@ def mean_ci(x) -> dict:
     x = np.asarray(x, float)
     m = float(x.mean()) if x.size else float("nan")
     h = Z95 * float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else float("nan")
-    return {"mean": m, "ci95": [m - h, m + h]}
+    lo = m - h
+    if x.size and x.min() >= 0 and lo < 0:  # a count or a time cannot be negative
+        lo = 0.0
+    return {"mean": m, "ci95": [lo, m + h]}
 
 
 def ratio_ci(x, y) -> dict:

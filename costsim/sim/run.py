@@ -79,14 +79,21 @@ def validate(sc: Scenario) -> None:
     """Raise ValueError with a one-line message for an impossible scenario."""
     if not 0.0 <= sc.p <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {sc.p}")
-    if sc.K < 1:
-        raise ValueError(f"--K must be an integer >= 1, got {sc.K}")
+    from ..formulas import MAX_K
+
+    if isinstance(sc.K, bool) or not isinstance(sc.K, int) or not 1 <= sc.K <= MAX_K:
+        raise ValueError(f"--K must be an integer in [1, {MAX_K}], got {sc.K!r}")
+    if isinstance(sc.seed, bool) or not isinstance(sc.seed, int) or sc.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
     if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:
         raise ValueError("--sessions and replica counts must be >= 1")
+    if sc.arrival_rate is not None and sc.sessions != 1:
+        raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
     if sc.arrival_rate is not None and not sc.arrival_rate > 0:
         raise ValueError(f"--arrival-rate must be > 0 tasks/s, got {sc.arrival_rate}")
-    if sc.rho < 0 or sc.verdict_tokens < 0 or sc.network_rtt_s < 0:
-        raise ValueError("--rho, --verdict-tokens and --network-rtt must be >= 0")
+    for name, v in (("rho", sc.rho), ("verdict-tokens", sc.verdict_tokens), ("network-rtt", sc.network_rtt_s)):
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"--{name} must be a finite number >= 0, got {v}")
     for name in sc.protocols:
         protocols.get(name)
     parse_p_dist(sc.p_dist, sc.p)
@@ -102,10 +109,30 @@ def validate(sc: Scenario) -> None:
     for k, v in (("api-ttft", sc.api_ttft_s), ("api-tps", sc.api_output_tps)):
         if v is not None and not (v >= 0 if k == "api-ttft" else v > 0):
             raise ValueError(f"--{k} must be {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
-    known = set().union(*(protocols.option_names(protocols.PROTOCOLS[n][0]) for n in sc.protocols))
-    for k, _ in sc.options:
-        if k not in known:
+    defaults = {}
+    for n in sc.protocols:
+        defaults.update(protocols.option_defaults(protocols.PROTOCOLS[n][0]))
+    for k, v in sc.options:
+        if k not in defaults:
             raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}")
+        _check_option(k, v, *defaults[k])
+
+
+def _check_option(name: str, value, default, annotation: str) -> None:
+    """A protocol option takes its declared type and sign: a flag or a word where it is one;
+    a whole number >= 1 where it is an integer (counts, spans); a finite number >= 0 else."""
+    bad = f"--option {name}={value!r}: "
+    kind = annotation.split("|")[0].strip() or type(default).__name__
+    if kind in ("bool", "str"):
+        if type(value).__name__ != kind:
+            raise ValueError(bad + ("expected true or false" if kind == "bool" else "expected a word"))
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(bad + "expected a finite number")
+    if kind == "int" and (value != int(value) or value < 1):
+        raise ValueError(bad + "expected a whole number >= 1")
+    if value < 0:
+        raise ValueError(bad + "expected a number >= 0")
 
 
 def replica_costs(sc: Scenario):

@@ -257,7 +257,7 @@ def read_text(path) -> str:
     path = Path(path)
     shown = str(path) if str(path).isprintable() else repr(str(path))  # one line, always
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a UTF-8 BOM is not part of the text
     except FileNotFoundError:
         raise TraceError(f"{shown}: no such file") from None
     except UnicodeDecodeError as e:

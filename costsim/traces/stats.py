@@ -40,8 +40,10 @@ class Chunk:
 
 
 def _check(K: int, hold: str):
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K must be a positive integer, got {K!r}")
+    from ..formulas import MAX_K
+
+    if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= MAX_K:
+        raise ValueError(f"K must be an integer in [1, {MAX_K}], got {K!r}")
     if hold not in HOLDS:
         raise ValueError(f"hold must be one of {', '.join(HOLDS)}, got {hold!r}")
 

@@ -103,7 +103,7 @@ def load_tool_kinds(path) -> dict[str, str]:
     except OSError as e:
         raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:

@@ -1,0 +1,125 @@
+"""Bad input is one line and exit 2, found before any work is done: the defects of a hostile
+user's session (sizes, ranges, output paths, options, encodings), each kept fixed here."""
+
+import json
+
+import pytest
+
+from costsim.cli.main import main as _main
+
+
+def run(argv, capsys):
+    code = _main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+BAD = [
+    # sizes that would allocate without bound
+    (["predict", "-p", "0.8", "--K", "1000000000"], "--K must be an integer in [1, 1024]"),
+    (["simulate", "--K", "1000000000", "--tasks", "2", "-q"], "--K must be an integer in [1, 1024]"),
+    (["replay", "tau2-airline", "--K", "1000000000", "-q"], "--K must be an integer in [1, 1024]"),
+    (["traces", "stats", "tau2-airline", "--K", "1000000000"], "--K must be an integer in [1, 1024]"),
+    # values out of range
+    (["simulate", "--p-dist", "recorded:1.5", "--tasks", "2", "-q"], "recorded[:p] (p in [0, 1])"),
+    (["simulate", "--seed", "-1", "--tasks", "2", "-q"], "'--seed': -1 is not in the range"),
+    (["simulate", "--network-rtt", "inf", "--tasks", "2", "-q"], "--network-rtt must be a finite number >= 0"),
+    (["simulate", "--tool-latency", "nan", "--tasks", "2", "-q"], "latency 'nan'"),
+    (["simulate", "--arrival-rate", "nan", "--tasks", "2", "-q"], "--arrival-rate must be > 0"),
+    (["simulate", "--arrival-rate", "1", "--sessions", "4", "--tasks", "2", "-q"], "are exclusive"),
+    (["predict", "-p", "0.8", "--K", "6", "--steps", "nan"], "--steps must be a finite number > 0"),
+    (["predict", "-p", "0.8", "--K", "6", "--step-tokens", "0"], "--step-tokens must be > 0"),
+    (["roofline", "--model", "llama-3.1-8b", "--device", "h100", "--context", "nan"], "--context must be a finite"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "escalation_growth=-1"],
+     "expected a number >= 0"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "max_span=0"],
+     "expected a whole number >= 1"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "max_span=x"],
+     "expected a finite number"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "reflection=3"], "expected a word"),
+    # outputs that cannot be written, refused before the run
+    (["simulate", "--tasks", "2", "-q", "--out", "/proc/x.parquet"], "cannot write there"),
+    (["simulate", "--tasks", "2", "-q", "--out", ""], "the output path is empty"),
+    (["simulate", "--tasks", "2", "-q", "--out", "out.txt"], "expected a .parquet or .csv file name"),
+    (["replay", "tau2-airline", "-q", "--out", "/proc/x.csv"], "cannot write there"),
+    (["figures", "--out", "/proc/figs"], "cannot write there"),
+]
+
+
+@pytest.mark.parametrize("argv, msg", BAD)
+def test_bad_input_is_one_line(argv, msg, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(argv, capsys)
+    assert code == 2, err
+    assert err.startswith("costsim: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert msg in err
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_output_that_is_a_directory_or_a_file(tmp_path, capsys):
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    code, _, err = run(["figures", "--out", str(a_file)], capsys)
+    assert code == 2 and "exists and is not a directory" in err
+    code, _, err = run(["simulate", "--tasks", "2", "-q", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "is a directory; give a file name" in err
+
+
+def test_utf8_bom_is_accepted(tmp_path, capsys):
+    from costsim.traces import Step, Task, dumps_jsonl, load
+
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + dumps_jsonl([Task("t", (Step("final", 5),))]).encode())
+    assert [t.task_id for t in load(p).tasks] == ["t"]
+    tools = tmp_path / "tools.toml"
+    tools.write_bytes(b"\xef\xbb\xbf" + b'get = "read"\n')
+    from costsim.traces.tools import load_tool_kinds
+
+    assert load_tool_kinds(tools) == {"get": "read"}
+    dev = tmp_path / "d.toml"
+    dev.write_bytes(b"\xef\xbb\xbf" + b'name = "d"\ndisplay_name = "d"\nmemory_gb = 80\nhbm_bandwidth_gbps = 2000\n'
+                    b'bf16_dense_tflops = 400\nsource = "t"\n')
+    from costsim.profiles import load_device
+
+    assert load_device(str(dev)).memory_gb == 80
+
+
+def test_bad_device_profile_values(tmp_path):
+    from costsim.profiles import ProfileError, load_device
+
+    dev = tmp_path / "d.toml"
+    base = 'name = "d"\ndisplay_name = "d"\nbf16_dense_tflops = 400\nsource = "t"\n'
+    dev.write_text(base + 'memory_gb = 80\nhbm_bandwidth_gbps = 0\n')
+    with pytest.raises(ProfileError, match="hbm_bandwidth_gbps must be > 0"):
+        load_device(str(dev))
+    dev.write_text(base + 'memory_gb = "80"\nhbm_bandwidth_gbps = 2000\n')
+    with pytest.raises(ProfileError, match="memory_gb must be a number"):
+        load_device(str(dev))
+
+
+def test_a_task_without_steps_is_left_out_of_a_replay(tmp_path, capsys):
+    from costsim.traces import Step, Task, dumps_jsonl
+
+    p = tmp_path / "t.jsonl"
+    p.write_text(dumps_jsonl([Task("empty", ()), Task("t", (Step("read", 30, 20), Step("final", 10)))]))
+    code, out, err = run(["replay", str(p), "--json", "-q"], capsys)
+    assert code == 0 and "1 task(s) without steps left out: empty" in err
+    res = json.loads(out)
+    assert res["protocols"]["specagent"]["L"]["mean"] == res["protocols"]["specagent"]["L"]["mean"]  # not nan
+
+
+def test_count_intervals_do_not_go_below_zero():
+    from costsim.sim.metrics import mean_ci
+
+    ci = mean_ci([0, 0, 0, 0, 0, 0, 0, 9])["ci95"]
+    assert ci[0] == 0.0 and ci[1] > 1.125
+    assert mean_ci([-1.0, 1.0, 2.0])["ci95"][0] < 0  # a signed quantity keeps its interval
+
+
+def test_write_rate_limit_uses_the_mean_reviewed_chunk(capsys):
+    from costsim import formulas
+    from costsim.predict import predict
+
+    r = predict(0.8, 6, write_rate=0.3)
+    assert r["R_limit_p1"] == pytest.approx(float(formulas.R_limit_p1(r["n"], r["v_over_d"])))
+    assert r["n"] < 6
