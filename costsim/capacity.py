@@ -74,7 +74,7 @@ class Cell:
     feasible: bool
     uncontended_p95_s: float
     uncontended_p50_s: float
-    capped: bool = False           # rate is the probe limit max_rate, a lower bound
+    capped: bool = False           # rate is the highest the probes could judge: a lower bound
     pool_rates: dict = field(default_factory=dict)   # 'strong'/'weak': rate of one replica alone
     probes: list = field(default_factory=list)
 
@@ -123,51 +123,65 @@ def deployments(sc: Scenario, protocol: str):
 
 
 def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:
-    """Largest rate (within rel_tol) with p95 <= target, and whether it hit the cap
-    :func:`max_rate`; (0.0, False) if even start/1024 fails."""
-    cap = max_rate(len(tasks), srch)
+    """Largest rate with p95 <= target that a probe can judge (:func:`judgeable`), and whether
+    judging is what stopped it (a lower bound then); (0.0, False) if even start/1024 fails.
 
-    def ok(rate):
-        rows = _run(tasks, sc, protocol, rate, strong, weak)
-        p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
-        good = p95 <= srch.latency_p95_s
-        probes.append(Probe(rate, p50, p95, good, strong, weak))
-        return good
+    Rates are searched on the fixed grid start·(1 + rel_tol)^k, exponentially then by
+    bisection on k: the grid and the judging do not depend on the target, and both "meets the
+    target" and "can be judged" only get harder as the rate rises, so a looser target never
+    finds a lower rate, to the grid point."""
+    n, g = len(tasks), 1.0 + srch.rel_tol
+    seen: dict[int, tuple[bool, bool]] = {}
 
+    def ok(k):  # (meets the target and is judged, judged)
+        if k not in seen:
+            rate = start * g**k
+            rows = _run(tasks, sc, protocol, rate, strong, weak)
+            p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
+            good, judged = p95 <= srch.latency_p95_s, rate <= judgeable(n, p95, srch)
+            probes.append(Probe(rate, p50, p95, good, strong, weak))
+            seen[k] = (good and judged, judged)
+        return seen[k]
+
+    floor = -math.ceil(math.log(1024) / math.log(g))
     budget = srch.max_probes
-    lo, hi, r = 0.0, math.inf, min(start, cap)
-    while budget > 0 and (hi == math.inf or lo == 0.0):
+    lo, hi, step = None, None, 1
+    k = 0
+    while budget > 0 and (lo is None or hi is None):  # bracket the edge
         budget -= 1
-        if ok(r):
-            lo = r
-            if hi < math.inf:
-                break
-            if r >= cap:
-                return cap, True
-            r = min(2.0 * r, cap)
+        if ok(k)[0]:
+            lo, k = k, k + step
         else:
-            hi = r
-            if lo > 0.0:
-                break
-            r /= 2.0
-            if r < start / 1024:
+            hi, k = k, k - step
+            if k < floor:
                 return 0.0, False
-    while budget > 0 and lo > 0 and hi < math.inf and hi / lo > 1.0 + srch.rel_tol:
+        if lo is not None and hi is not None:
+            break
+        step *= 2
+        if lo is not None and hi is None:
+            k = lo + step
+        elif hi is not None and lo is None:
+            k = max(hi - step, floor)
+    if lo is None:
+        return 0.0, False
+    if hi is None:  # out of probes while still rising: the last rate that passed
+        return start * g**lo, False
+    while budget > 0 and hi - lo > 1:
         budget -= 1
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
+        mid = (lo + hi) // 2
+        if ok(mid)[0]:
             lo = mid
         else:
             hi = mid
-    return lo, False
+    return start * g**lo, not seen[hi][1]
 
 
-def max_rate(n_tasks: int, srch: Search) -> float:
+def judgeable(n_tasks: int, p95_s: float, srch: Search) -> float:
     """The highest task rate a probe of ``n_tasks`` tasks can judge: their arrivals must span
-    ``steady_spans`` latency targets, or the run never reaches a steady state. A cell that
-    meets the target even there is reported at this rate (a lower bound: simulate more tasks
-    to raise it)."""
-    return n_tasks / (srch.steady_spans * srch.latency_p95_s)
+    ``steady_spans`` times the probe's own p95 task latency, or the run never reaches a steady
+    state. A cell that meets the target at the highest such rate is reported there, as a lower
+    bound on what it sustains (more tasks raise it)."""
+    return n_tasks / (srch.steady_spans * max(p95_s, 1e-9))
 
 
 def search_cell(tasks, sc: Scenario, protocol: str, srch: Search = Search()) -> Cell:
@@ -385,9 +399,9 @@ def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
         "by arrival (warm-up and drain left out); tool latency "
         + (f"{sc.tool_latency.seconds:g} s" if sc.tool_latency.seconds else "0 (generation time only)"),
         f"search: bisection over task rate per cell to {srch.rel_tol:.0%}, probes of {len(tasks)} tasks whose "
-        f"arrivals span >= {srch.steady_spans:g} latency targets (so at most {max_rate(len(tasks), srch):.3g} tasks/s "
-        "per cell); a cell is one strong replica and w weak ones, w from the rates one strong and one weak "
-        "replica sustain alone; cells = ceil(task rate / cell rate), reported latency from one cell at its share",
+        f"arrivals must span >= {srch.steady_spans:g} times their own p95 latency to judge a rate; a cell is one "
+        "strong replica and w weak ones, w from the rates one strong and one weak replica sustain alone; "
+        "cells = ceil(task rate / cell rate), reported latency from one cell at its share",
         "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
         "at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
         "memory: each replica admits a call only when its KV (context + prompt + output) and state fit the free "

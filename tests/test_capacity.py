@@ -252,3 +252,23 @@ def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
     gpu_part = edge["gpus"]["weak"] * edge["prices_per_gpu_hour_usd"]["weak"] * 1000 / 0.1 / 3600
     assert edge["cost_per_1k_tasks"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks"])
     assert 0 < edge["api_cost_per_1k_tasks"] < cloud["api_cost_per_1k_tasks"]
+
+
+@settings(max_examples=6, deadline=None)
+@given(t1=st.sampled_from([90.0, 150.0, 600.0, 3600.0, 1e9]), t2=st.sampled_from([90.0, 150.0, 600.0, 3600.0, 1e9]),
+       r1=st.floats(0.05, 2.0), r2=st.floats(0.05, 2.0))
+def test_plans_never_need_more_for_a_looser_target_or_a_lower_rate(t1, t2, r1, r2):
+    # A probe judges a rate only when its arrivals span a few of its own p95 latencies, not of
+    # the target: so a looser target can only find a cell that sustains as much or more.
+    s, w = deps()
+    tasks = generate(40, seed=3, shape=SHORT)
+    sc = Scenario(strong=s, weak=w, p=0.8, K=6, seed=1)
+    (lo_t, hi_t), (lo_r, hi_r) = sorted((t1, t2)), sorted((r1, r2))
+    tight = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=lo_t, rel_tol=0.1))
+    loose = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=hi_t, rel_tol=0.1))
+    assert loose.rate >= tight.rate
+    for cell in (tight, loose):
+        if cell.feasible:
+            assert cap.replicas_for(cell, lo_r)[0] <= cap.replicas_for(cell, hi_r)[0]
+    if tight.feasible:
+        assert cap.replicas_for(loose, hi_r)[0] <= cap.replicas_for(tight, hi_r)[0]
