@@ -18,7 +18,8 @@ from costsim import formulas
 from costsim.calibration import load_calibration
 from costsim.cli.main import main
 from costsim.live import metrics
-from costsim.live.calibrate import analyse, fits_from_calibration, public_url, to_toml
+from costsim.live.calibrate import analyse, fits_from_calibration, to_toml
+from costsim.live.client import public_url
 from costsim.live.client import Endpoint, EndpointError
 from costsim.live.fit import FitError, derive_ratios, fit_endpoint
 from costsim.live.plan import LOCAL_WORKLOAD, Workload, make_plan
@@ -533,3 +534,74 @@ def test_workload_from_a_trace_takes_its_medians_and_flags_win():
     assert w.obs_tokens == round(statistics.median(s.observation_tokens for s in steps))
     assert _workload(False, 6, 50, None, None, None, None, "tau2-airline").step_tokens == 50
     assert _workload(True, 6, None, None, None, None, None, None) == LOCAL_WORKLOAD
+
+
+# --- secrets never echoed ------------------------------------------------------------------------
+
+KEY = "sk-planted-9f8e7d6c5b4a"
+PASSWORD = "pw-planted-0a1b2c"
+
+
+def echo_auth(code):
+    """A server that quotes the request's Authorization header back in its error body."""
+    def step(h, body):
+        h._send(code, {"error": {"message": f"bad token {h.headers.get('Authorization')}"}})
+    return step
+
+
+@pytest.mark.parametrize("script", [
+    (echo_auth(401),), (echo_auth(500),), (echo_auth(429),), (status(503),), (ok(done=False),), (ok(usage=False),),
+])
+def test_no_error_path_shows_the_key_or_the_url_password(scripted, monkeypatch, script, tmp_path, capsys):
+    s = scripted(*script)
+    monkeypatch.setenv("COSTSIM_TEST_KEY", KEY)
+    url = s.url.replace("http://", f"http://admin:{PASSWORD}@")
+    ep = Endpoint(url, api_key_env="COSTSIM_TEST_KEY", retries=1, backoff_s=0.001)
+    with pytest.raises(EndpointError) as e:
+        ep.complete([1000] * 4, 3)
+    assert KEY not in str(e.value) and PASSWORD not in str(e.value) and ep.url == s.url
+    assert "***" in str(e.value) or "Authorization" not in str(e.value)
+    # Through the CLI too: stdout, stderr and any file written.
+    from costsim.cli.main import main
+
+    code = main(["validate", "--weak", url, "--strong", url, "--api-key-env", "COSTSIM_TEST_KEY", "--retries", "0",
+                 "--tasks", "1", "--steps", "2", "--json"])
+    out = capsys.readouterr()
+    assert code == 2 and out.err.count("\n") == 1
+    for text in (out.out, out.err, *(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())):
+        assert KEY not in text and PASSWORD not in text
+
+
+@pytest.mark.parametrize("bad", [KEY + "\r", KEY + " x", "sk-\x01abc", "sk-ünïcode"])
+def test_a_key_with_control_characters_is_refused_without_showing_it(scripted, monkeypatch, bad):
+    s = scripted(ok())
+    monkeypatch.setenv("COSTSIM_TEST_KEY", bad)
+    ep = Endpoint(s.url, api_key_env="COSTSIM_TEST_KEY", retries=0)
+    if bad == KEY + "\r":  # a CRLF .env: the trailing "\r" is whitespace, stripped, and the key works
+        assert ep.complete([1000] * 3, 2).completion_tokens == 2
+        return
+    with pytest.raises(EndpointError, match="holds a control character, a space or a non-ASCII character") as e:
+        ep.complete([1000] * 3, 2)
+    assert bad.strip() not in str(e.value)
+
+
+def test_timeout_is_a_deadline_even_with_keep_alives(scripted):
+    import time as _time
+
+    def keep_alive(h, body):  # SSE comments forever, never an answer
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        for _ in range(100):
+            try:
+                h.wfile.write(b": ping\n\n")
+                h.wfile.flush()
+            except OSError:
+                return
+            _time.sleep(0.05)
+
+    s = scripted(keep_alive)
+    t = _time.perf_counter()
+    with pytest.raises(EndpointError, match="deadline"):
+        Endpoint(s.url, timeout_s=0.5, retries=0).complete([1000] * 3, 2)
+    assert _time.perf_counter() - t < 2.5

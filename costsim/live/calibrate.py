@@ -18,7 +18,6 @@ import random
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from . import fit as _fit
 from . import metrics as _metrics
@@ -30,15 +29,6 @@ PROBES_VERSION = 1
 
 class CalibrationRunError(RuntimeError):
     """A run that could not finish; one line, and the probes so far are saved."""
-
-
-def public_url(url: str) -> str:
-    """``url`` without any user:password part."""
-    s = urlsplit(url)
-    host = s.hostname or ""
-    if s.port:
-        host = f"{host}:{s.port}"
-    return urlunsplit((s.scheme, host, s.path, "", ""))
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
@@ -103,7 +93,7 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
     header = {"version": PROBES_VERSION, "workload": w.as_dict(), "repeats": repeats, "seed": seed,
               "allow_cache": allow_cache, "max_prompt_tokens": max_prompt_tokens,
               "max_output_tokens": max_output_tokens,
-              "weak_url": public_url(weak.url), "strong_url": public_url(strong.url)}
+              "weak_url": weak.url, "strong_url": strong.url}
     run = Run(plan, header, probes_path=Path(probes_path) if probes_path else None)
     if resume and run.probes_path is not None and run.probes_path.exists():
         try:
@@ -161,7 +151,7 @@ def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, s
         try:
             fits[role] = _fit.fit_endpoint(rr)
         except _fit.FitError as e:
-            raise CalibrationRunError(f"{role} endpoint {public_url((weak if role == 'weak' else strong).url)}: {e}") from None
+            raise CalibrationRunError(f"{role} endpoint {(weak if role == 'weak' else strong).url}: {e}") from None
     ratios = _fit.derive_ratios(fits["weak"], fits["strong"], w)
     warnings = []
     for role in ("weak", "strong"):
@@ -201,7 +191,7 @@ def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, s
         "server": cross,
         "forced_decode": forced,
         "models": {"weak": weak.model, "strong": strong.model},
-        "urls": {"weak": public_url(weak.url), "strong": public_url(strong.url)},
+        "urls": {"weak": weak.url, "strong": strong.url},
         "api_key_env": {"weak": weak.api_key_env, "strong": strong.api_key_env},
         "n_probes": len(rows),
         "warnings": warnings,

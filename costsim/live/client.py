@@ -17,12 +17,30 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 #: Token ids used for random prompts: below every modern vocabulary's size and above the
 #: special tokens most tokenizers put first.
 TOKEN_ID_RANGE = (1000, 30000)
 _WORDS = ("apple river stone cloud paper window orange silver garden music yellow candle bridge "
           "forest engine market pocket summer winter number letter circle planet signal").split()
+
+
+def public_url(url: str) -> str:
+    """``url`` without any user:password part: what messages, files and output show."""
+    s = urlsplit(url)
+    host = s.hostname or ""
+    if s.port:
+        host = f"{host}:{s.port}"
+    return urlunsplit((s.scheme, host, s.path, "", ""))
+
+
+def redact(text: str, secrets) -> str:
+    """``text`` with every secret (an API key, a URL password) replaced by ``***``."""
+    for sec in secrets:
+        if sec and len(sec) >= 3:
+            text = text.replace(sec, "***")
+    return text
 
 
 class EndpointError(RuntimeError):
@@ -82,19 +100,39 @@ class Endpoint:
         u = self.url.strip().rstrip("/")
         if not u.startswith(("http://", "https://")):
             u = "http://" + u
-        self.base = u[:-3] if u.endswith("/v1") else u
-        self.url = self.base
+        self.base = u[:-3] if u.endswith("/v1") else u  # with any credentials: what requests use
+        self.url = public_url(self.base)  # without them: what every message shows
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        key = (os.environ.get(self.api_key_env) or "").strip()  # a CRLF .env leaves a "\r"
+        if not key:
+            raise EndpointError(self.url, f"environment variable {self.api_key_env} is not set (API key)")
+        if not key.isascii() or any(ord(ch) < 33 or ord(ch) == 127 for ch in key):
+            raise EndpointError(self.url, f"environment variable {self.api_key_env} holds a control character, a space "
+                                          "or a non-ASCII character inside the API key (not shown)")
+        return key
+
+    def _secrets(self) -> tuple:
+        try:
+            key = self._key()
+        except EndpointError:
+            key = None
+        return (key, urlsplit(self.base).password)
+
+    def _fail(self, cause: str, status: int | None = None) -> EndpointError:
+        """An :class:`EndpointError` whose message shows no secret, whatever the cause quotes."""
+        return EndpointError(self.url, redact(cause, self._secrets()), status)
+
     def _headers(self) -> dict:
         h = {"Content-Type": "application/json"}
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise EndpointError(self.url, f"environment variable {self.api_key_env} is not set (API key)")
+        key = self._key()
+        if key:
             h["Authorization"] = f"Bearer {key}"
         return h
 
@@ -120,7 +158,7 @@ class Endpoint:
             except _Retryable as e:
                 if attempt > self.retries:
                     more = f" (after {attempt} attempts)" if attempt > 1 else ""
-                    raise EndpointError(self.url, f"{what}: {e.cause}{more}", e.status) from None
+                    raise self._fail(f"{what}: {e.cause}{more}", e.status) from None
                 delay = self.backoff_s * (2 ** (attempt - 1)) * (1.0 + 0.25 * random.random())
                 if e.retry_after is not None:
                     delay = max(delay, min(e.retry_after, 30.0))
@@ -146,7 +184,7 @@ class Endpoint:
                 ra = None
             raise _Retryable(f"HTTP {r.status_code} {_reason(r)}", ra, r.status_code)
         if r.status_code >= 400:
-            raise EndpointError(self.url, f"HTTP {r.status_code} {_reason(r)}", r.status_code)
+            raise self._fail(f"HTTP {r.status_code} {_reason(r)}", r.status_code)
 
     def get(self, path: str, retries: bool = True) -> "object":
         import httpx
@@ -163,7 +201,7 @@ class Endpoint:
             try:
                 return once()
             except _Retryable as e:
-                raise EndpointError(self.url, f"GET {path}: {e.cause}", e.status) from None
+                raise self._fail(f"GET {path}: {e.cause}", e.status) from None
         return self._with_retries(once, f"GET {path}")[0]
 
     # --- API --------------------------------------------------------------------------------
@@ -177,7 +215,7 @@ class Endpoint:
             data = r.json()["data"]
             self.model = str(data[0]["id"])
         except (ValueError, KeyError, IndexError, TypeError):
-            raise EndpointError(self.url, "GET /v1/models: no model listed in the answer") from None
+            raise self._fail("GET /v1/models: no model listed in the answer") from None
         return self.model
 
     def metrics_text(self) -> str | None:
@@ -240,7 +278,7 @@ class Endpoint:
             self.streaming = True
         res.requested_tokens, res.attempts = int(max_tokens), attempts
         if res.completion_tokens > max_tokens:
-            raise EndpointError(self.url, f"server ignored max_tokens: asked {max_tokens}, got {res.completion_tokens} tokens")
+            raise self._fail(f"server ignored max_tokens: asked {max_tokens}, got {res.completion_tokens} tokens")
         return res
 
     def _post_completion(self, body: dict, stream: bool) -> CallResult:
@@ -261,6 +299,8 @@ class Endpoint:
                     r.read()
                 self._check_status(r)
                 for line in r.iter_lines():
+                    if time.perf_counter() - t0 > self.timeout_s:  # keep-alives reset httpx's read timeout
+                        raise _Retryable(f"no complete answer within the {self.timeout_s:g} s deadline")
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
