@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import fit as _fit
 from . import metrics as _metrics
-from .client import Endpoint, EndpointError
+from .client import Endpoint, EndpointError, public_url
 from .plan import Probe, Workload, make_plan
 
 PROBES_VERSION = 1
@@ -232,7 +232,7 @@ def to_toml(res: dict, source: str) -> str:
            "# [ratios_passes] are the paper's pass counting. API keys are never written here.", ""]
     out += _table("calibration", {
         "source": source, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "currency": "time", "weak_url": res["urls"]["weak"], "strong_url": res["urls"]["strong"],
+        "currency": "time", "weak_url": public_url(res["urls"]["weak"]), "strong_url": public_url(res["urls"]["strong"]),
         "weak_model": res["models"]["weak"], "strong_model": res["models"]["strong"],
         "weak_api_key_env": res["api_key_env"]["weak"], "strong_api_key_env": res["api_key_env"]["strong"],
         "probes": res["n_probes"],
