@@ -459,7 +459,7 @@ def model_from_hf_config(path: str) -> ModelSpec:
         cfg = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON, bad UTF-8, too many digits
         raise ProfileError(f"{path}: not a readable JSON config ({type(e).__name__}: {str(e)[:120]})") from None
     if not isinstance(cfg, dict):
         raise ProfileError(f"{path}: config.json must hold a JSON object")

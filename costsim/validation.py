@@ -143,7 +143,7 @@ def _check(c: Case, where: str) -> None:
 def _bench_serve_cases(path: Path, text: str, ctx: dict) -> list[Case]:
     try:
         r = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:
         raise ProfileError(f"{path}: not a JSON result ({type(e).__name__})") from None
     if not isinstance(r, dict) or not r.get("completed"):
         raise ProfileError(f"{path}: not a `vllm bench serve` result (no 'completed' requests)")

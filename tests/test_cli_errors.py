@@ -123,3 +123,15 @@ def test_write_rate_limit_uses_the_mean_reviewed_chunk(capsys):
     r = predict(0.8, 6, write_rate=0.3)
     assert r["R_limit_p1"] == pytest.approx(float(formulas.R_limit_p1(r["n"], r["v_over_d"])))
     assert r["n"] < 6
+
+
+def test_traces_with_huge_numbers_or_lone_surrogates(tmp_path, capsys):
+    from costsim.traces import Step, Task, dumps_jsonl
+
+    hdr = dumps_jsonl([Task("t", (Step("final", 5),))]).splitlines()[0]
+    big, sur = tmp_path / "big.jsonl", tmp_path / "sur.jsonl"
+    big.write_text(hdr + '\n{"task_id": "t", "steps": [{"kind": "final", "output_tokens": ' + "9" * 5000 + "}]}\n")
+    sur.write_text(hdr + '\n{"task_id": "t", "steps": [{"kind": "read", "output_tokens": 3, "tool": "\\ud800"}]}\n')
+    for path, msg in ((big, "a number with too many digits"), (sur, "not valid Unicode (a lone surrogate escape)")):
+        code, _, err = run(["traces", "stats", str(path), "--strict"], capsys)
+        assert code == 2 and err.count("\n") == 1 and msg in err and ":2:" in err

@@ -605,3 +605,38 @@ def test_timeout_is_a_deadline_even_with_keep_alives(scripted):
     with pytest.raises(EndpointError, match="deadline"):
         Endpoint(s.url, timeout_s=0.5, retries=0).complete([1000] * 3, 2)
     assert _time.perf_counter() - t < 2.5
+
+
+@pytest.mark.parametrize("final", [
+    {"usage": [1, 2]}, {"usage": {"prompt_tokens": "3", "completion_tokens": 2}},
+    {"usage": {"prompt_tokens": 3, "completion_tokens": 2}, "timings": "fast"},
+])
+def test_malformed_usage_or_timings_are_one_line_errors(scripted, final):
+    def step(h, body):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        last = {"choices": [{"text": "", "finish_reason": "length"}], **final}
+        h.wfile.write(b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
+
+    s = scripted(step)
+    ep = Endpoint(s.url, retries=0)
+    if isinstance(final.get("timings"), str):
+        with pytest.raises(EndpointError, match="timings is not an object"):
+            ep.complete([1000] * 3, 2)
+        return
+    with pytest.raises(EndpointError, match="malformed answer: usage"):
+        ep.complete([1000] * 3, 2)
+
+
+def test_timings_holding_strings_are_ignored(scripted):
+    def step(h, body):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        last = {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+                "timings": {"prompt_ms": "1.5", "predicted_ms": 4.0}}
+        h.wfile.write(b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
+
+    r = Endpoint(scripted(step).url, retries=0).complete([1000] * 3, 2)
+    assert r.server_prompt_s is None and r.server_decode_s == pytest.approx(0.004)

@@ -333,17 +333,35 @@ class Endpoint:
         return _result(final, wall, ttft)
 
 
-def _result(d: dict, wall: float, ttft: float | None) -> CallResult:
-    u = d.get("usage") or {}
-    t = d.get("timings") or {}
-    ch = (d.get("choices") or [{}])[0]
-    details = u.get("prompt_tokens_details") or {}
+def _result(d, wall: float, ttft: float | None) -> CallResult:
+    """A call's numbers from the server's answer; a malformed answer is a retryable failure."""
+    def obj(v, what):
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise _Retryable(f"malformed answer: {what} is not an object")
+        return v
+
+    def count(v, what):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v != int(v):
+            raise _Retryable(f"malformed answer: {what} is not a token count")
+        return int(v)
+
+    def ms(v):  # llama.cpp timings: a number, else not reported
+        return v / 1e3 if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+
+    d = obj(d, "the answer")
+    u, t = obj(d.get("usage"), "usage"), obj(d.get("timings"), "timings")
+    choices = d.get("choices") if isinstance(d.get("choices"), list) else []
+    ch = choices[0] if choices and isinstance(choices[0], dict) else {}
+    details = obj(u.get("prompt_tokens_details"), "usage.prompt_tokens_details")
+    cached = details.get("cached_tokens", t.get("cache_n"))
     return CallResult(
-        prompt_tokens=int(u.get("prompt_tokens", 0)), completion_tokens=int(u.get("completion_tokens", 0)),
+        prompt_tokens=count(u.get("prompt_tokens", 0), "usage.prompt_tokens"),
+        completion_tokens=count(u.get("completion_tokens", 0), "usage.completion_tokens"),
         requested_tokens=0, wall_s=wall, ttft_s=ttft, finish_reason=ch.get("finish_reason"),
-        cached_tokens=details.get("cached_tokens", t.get("cache_n")),
-        server_prompt_s=t["prompt_ms"] / 1e3 if "prompt_ms" in t else None,
-        server_decode_s=t["predicted_ms"] / 1e3 if "predicted_ms" in t else None,
+        cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None,
+        server_prompt_s=ms(t.get("prompt_ms")), server_decode_s=ms(t.get("predicted_ms")),
     )
 
 

@@ -25,6 +25,8 @@ def json_line(text: str):
         raise Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:
         raise Bad("(line)", "JSON nested too deeply") from None
+    except ValueError:  # a number past Python's 4,300-digit limit
+        raise Bad("(line)", "invalid JSON: a number with too many digits") from None
 
 
 def show(v) -> str:
@@ -53,6 +55,10 @@ def opt_str(d: dict, key: str, at: str) -> str:
         return ""
     if not isinstance(v, str):
         raise Bad(f"{at}.{key}", f"expected a string, got {show(v)}")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Bad(f"{at}.{key}", "not valid Unicode (a lone surrogate escape)") from None
     return v
 
 

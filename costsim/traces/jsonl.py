@@ -76,6 +76,15 @@ def _str(obj: dict, key: str, where: str, required: bool = False) -> str:
         raise _Bad(where + key, f"expected a string, got {json.dumps(v)[:40]}")
     if required and not v:
         raise _Bad(where + key, "must not be empty")
+    return _unicode(v, where + key)
+
+
+def _unicode(v: str, field: str) -> str:
+    """A JSON string with a lone surrogate (``"\\ud800"``) is not text: no file can hold it."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad(field, "not valid Unicode (a lone surrogate escape)") from None
     return v
 
 
@@ -225,8 +234,9 @@ def parse_jsonl(text: str, name: str, strict: bool = False) -> ReadResult:
             continue
         try:
             obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as e:
-            what = f"{e.msg} (column {e.colno})" if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+        except (ValueError, RecursionError) as e:  # ValueError: also a number past Python's 4,300 digits
+            what = (f"{e.msg} (column {e.colno})" if isinstance(e, json.JSONDecodeError) else
+                    "nested too deeply" if isinstance(e, RecursionError) else "a number with too many digits")
             msg = f"{name}:{lineno}: invalid JSON: {what}"
             if header is None or strict:
                 raise TraceError(msg) from None

@@ -71,6 +71,8 @@ def _load_json(source, name: str | None):
             raise TraceError(f"{name}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
         except RecursionError:
             raise TraceError(f"{name}: JSON nested too deeply") from None
+        except ValueError:
+            raise TraceError(f"{name}: invalid JSON: a number with too many digits") from None
     return source, name or "<tau2 results>"
 
 
@@ -96,7 +98,7 @@ def _raw_model(raw, at: str) -> str:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return ""
     if isinstance(raw, dict):
         m = raw.get("model")
@@ -130,7 +132,7 @@ def _message(raw, at: str) -> tuple[Msg, object]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             raise c.Bad(at, "expected a message object (or its JSON string)") from None
     m = c.obj(raw, at)
     role = m.get("role")
@@ -142,7 +144,7 @@ def _message(raw, at: str) -> tuple[Msg, object]:
     if role == "assistant" and not calls and text.lstrip().startswith("{"):
         try:
             j = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             j = None
         if isinstance(j, dict) and j.get("tool_calls"):
             calls = _calls(j["tool_calls"], f"{at}.content.tool_calls")

@@ -114,6 +114,8 @@ def load_tool_kinds(path) -> dict[str, str]:
             raise TraceError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
     except RecursionError:
         raise TraceError(f"{path}: JSON nested too deeply") from None
+    except ValueError:
+        raise TraceError(f"{path}: invalid JSON: a number with too many digits") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
