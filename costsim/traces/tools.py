@@ -107,7 +107,7 @@ def load_tool_kinds(path) -> dict[str, str]:
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
-        return _from_mcp(json.loads(text), str(path))
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         # "[tools]" also starts a TOML file: only a .json name or a "{" makes it JSON for sure.
         if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
@@ -116,6 +116,8 @@ def load_tool_kinds(path) -> dict[str, str]:
         raise TraceError(f"{path}: JSON nested too deeply") from None
     except ValueError:
         raise TraceError(f"{path}: invalid JSON: a number with too many digits") from None
+    else:
+        return _from_mcp(doc, str(path))
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
