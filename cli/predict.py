@@ -61,11 +61,17 @@ def render(r: dict) -> str:
             f"chunks end at a write (rate {r['write_rate']:g}/step) or auto-commit at {r['K']} reads; "
             f"mean reviewed chunk n = {r['n']:.2f}")
     B = r["balance_batch"]
+    calibrated = any(str(src.get(k, "")).startswith("calibration") for k in ("v_over_d", "rho", "kappa"))
+
+    def unit(k, plain):
+        return "(measured time ratio)" if str(src.get(k, "")).startswith("calibration") else plain
+
     lines = [
         f"SpecAgent vs Strong-only, per committed step — p_u = {r['p']:g}, K = {r['K']}",
         f"  {form}",
         "",
-        "Pass counting (the paper's model: memory-bound strong replica, time ∝ weight passes)",
+        ("Calibrated (the paper's formulas with the calibration's measured time ratios)" if calibrated else
+         "Pass counting (the paper's model: memory-bound strong replica, time ∝ weight passes)"),
         f"  R_u  strong weight passes (≈ strong HBM reads) / Strong-only   {r['R']:.3f}",
         f"  L_u  wall time / Strong-only                                   {r['L']:.3f}",
         f"  committed steps per review                                     {r['commits_per_review']:.2f} steps",
@@ -79,8 +85,8 @@ def render(r: dict) -> str:
         f"  {r['verdict']}",
         "",
         "Parameters",
-        f"  v/d    {r['v_over_d']:.4f} weight passes   {src['v_over_d']}",
-        f"  rho    {r['rho']:.4f} steps           {src['rho']}",
+        f"  v/d    {r['v_over_d']:.4f} {unit('v_over_d', 'weight passes')}   {src['v_over_d']}",
+        f"  rho    {r['rho']:.4f} {unit('rho', 'steps')}           {src['rho']}",
         f"  kappa  {r['kappa']:.4f} (time ratio)    {src['kappa']}",
         f"  n      {r['n']:.4g} steps",
         "",
@@ -106,4 +112,11 @@ def render(r: dict) -> str:
         f"  v/d in time at n = {r['K']}: {rf['v_over_d_time_at_K']:.4f} vs {r['v_over_d']:.4f} by pass counting"
         + (" — pass counting underestimates the review" if rf["v_over_d_time_at_K"] > 1.25 * r["v_over_d"] else ""),
     ]
+    if r.get("calibration"):
+        lines.append(f"  note: the roofline section uses the device and engine profiles, not {r['calibration']}")
+        w = r.get("calibration_workload") or {}
+        d_cal, d = w.get("step_tokens"), r["tokens"]["step_tokens"]
+        if isinstance(d_cal, (int, float)) and d_cal > 0 and not 0.5 <= d / d_cal <= 2.0:
+            lines.append(f"  note: the calibration measured {d_cal:g}-token steps; this prediction is for {d:g}-token "
+                         "steps, and measured ratios need not carry over that far (calibrate with --step-tokens)")
     return "\n".join(lines)

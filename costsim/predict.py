@@ -213,6 +213,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "tokens": tok,
         "sources": src,
         "calibration": cal.path if cal else None,
+        "calibration_workload": (cal.raw.get("workload") if cal and isinstance(cal.raw.get("workload"), dict) else None),
     }
     out["verdict"] = verdict(out)
     return out

@@ -229,6 +229,15 @@ def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["kappa"] == pytest.approx(cal.ratios["kappa"])
     assert out["sources"]["kappa"].startswith("calibration")
+    # In text, measured ratios are not called weight passes, and a workload unlike the
+    # calibration's (its steps of LOCAL_WORKLOAD's size against predict's 340) is pointed out.
+    assert main(["predict", "--p-accept", "0.8", "--K", "6", "--calibration", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "Calibrated (the paper's formulas with the calibration's measured time ratios)" in text
+    assert "(measured time ratio)" in text and "weight passes   calibration" not in text
+    assert "the roofline section uses the device and engine profiles" in text
+    d_cal = res["workload"]["step_tokens"]
+    assert (f"the calibration measured {d_cal:g}-token steps" in text) == (not 0.5 <= 340 / d_cal <= 2.0)
 
 
 def test_public_url_drops_credentials():
