@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as e:
         print(f"costsim: error: {e.format_message()}", file=sys.stderr)
         return e.exit_code
+    if rv == 130:  # Typer turns Ctrl-C into Exit(130), which click hands back as the return value
+        print("costsim: interrupted", file=sys.stderr)
     return rv if isinstance(rv, int) else 0
 
 

@@ -135,3 +135,23 @@ def test_traces_with_huge_numbers_or_lone_surrogates(tmp_path, capsys):
     for path, msg in ((big, "a number with too many digits"), (sur, "not valid Unicode (a lone surrogate escape)")):
         code, _, err = run(["traces", "stats", str(path), "--strict"], capsys)
         assert code == 2 and err.count("\n") == 1 and msg in err and ":2:" in err
+
+
+def test_ctrl_c_says_interrupted_and_exits_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import costsim_argv
+
+    out = tmp_path / "t.parquet"
+    p = subprocess.Popen([*costsim_argv(), "simulate", "--tasks", "200000", "-q", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(2.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip().endswith("costsim: interrupted"), err
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))  # no partial file
+    assert sys.platform != "win32"

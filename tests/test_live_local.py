@@ -222,3 +222,39 @@ def test_serve_local_prints_urls_and_stops_on_ctrl_c(model_dir):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_serve_local_children_die_with_it_even_on_sigkill(model_dir):
+    import time
+
+    import httpx
+
+    p = subprocess.Popen([*costsim_argv(), "serve-local", "--model-dir", str(model_dir),
+                          "--weak-size", "tiny", "--strong-size", "weak"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        urls = [p.stdout.readline().split()[1] for _ in range(2)]
+        for url in urls:
+            assert httpx.get(url + "/health", timeout=5).status_code == 200
+        p.kill()  # no cleanup of ours runs: the kernel must end the servers
+        p.wait()
+        deadline = time.time() + 20
+        alive = list(urls)
+        while alive and time.time() < deadline:
+            alive = [u for u in alive if _answers(u)]
+            time.sleep(0.2)
+        assert not alive, f"still serving after the parent was killed: {alive}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _answers(url) -> bool:
+    import httpx
+
+    try:
+        httpx.get(url + "/health", timeout=1)
+        return True
+    except httpx.HTTPError:
+        return False

@@ -95,6 +95,18 @@ class LocalServer:
             self.proc.wait()
 
 
+def _die_with_parent():
+    """In the child before exec: on Linux, ask the kernel to SIGTERM it when its parent dies,
+    however the parent dies (a SIGKILL runs no cleanup of ours)."""
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent's own cleanup is all there is
+        pass
+
+
 def start_server(role: str, model: Path, port: int = 0, threads: int | None = None, ctx: int = 4096,
                  timeout_s: float = 120.0, log_dir: str | os.PathLike | None = None) -> LocalServer:
     """Start one server process and wait until ``/health`` answers."""
@@ -109,7 +121,7 @@ def start_server(role: str, model: Path, port: int = 0, threads: int | None = No
         cmd += ["--threads", str(threads)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
     srv = LocalServer(role, Path(model), port, proc, log_path)
     deadline = time.monotonic() + timeout_s
     while True:
