@@ -46,6 +46,13 @@ def check_output(path, inputs: tuple = (), directory: bool = False) -> Path:
         raise UserError("the output path is empty")
     p = Path(path)
     shown = str(p) if str(p).isprintable() else repr(str(p))
+    try:
+        return _check_output(p, shown, inputs, directory)
+    except OSError as e:  # a name too long, a component that is a file, ...
+        raise UserError(f"{shown}: cannot write there ({e.strerror or e})") from None
+
+
+def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
     if directory and p.exists() and not p.is_dir():
         raise UserError(f"{shown}: exists and is not a directory")
     if not directory and p.is_dir():
@@ -56,7 +63,8 @@ def check_output(path, inputs: tuple = (), directory: bool = False) -> Path:
     where = p if directory else p.parent
     try:
         where.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=where, prefix=".costsim-probe-")
+        # the name atomic_write's temporary file will have: too long a name fails here, not after the run
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".costsim-probe-" if directory else f".{p.name}.", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

@@ -52,7 +52,7 @@ def capacity(
     strong_price: Optional[float] = typer.Option(None, "--strong-price", help="USD per GPU-hour of the strong device [its profile's]."),
     weak_price: Optional[float] = typer.Option(None, "--weak-price", help="USD per GPU-hour of the weak device [its profile's]."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
-    tasks: int = typer.Option(400, "--tasks", help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
+    tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
     rho: float = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
     verdict_tokens: int = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict."),

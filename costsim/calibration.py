@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from .resources import read_text
 
 RATIO_KEYS = ("kappa", "v_over_d", "rho")
 
@@ -59,7 +60,7 @@ def endpoint_fits(cal: Calibration) -> tuple:
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration TOML file."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
+        data = tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
-from .resources import data_dir
+from .resources import data_dir, read_text
 
 #: Bytes per stored element. The 4-bit block formats carry their scales: MXFP4 one 8-bit scale per
 #: 32 values (OCP Microscaling spec v1.0), NVFP4 one FP8 scale per 16 (NVIDIA Blackwell docs),
@@ -427,9 +427,11 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 def _read_toml(path: str) -> dict:
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
+        return tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ProfileError(f"{path}: {e}") from None
 
@@ -456,7 +458,7 @@ def model_from_hf_config(path: str) -> ModelSpec:
     from the shapes (norms, biases and routers ignored): an estimate, said so in the source line.
     """
     try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        cfg = json.loads(read_text(path))
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
     except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON, bad UTF-8, too many digits

@@ -7,9 +7,15 @@ repository root) the top-level folders themselves are used.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+
+#: The largest input file any command reads whole.
+MAX_INPUT_BYTES = 1 << 30
 
 
 #: Where a data package lives in a checkout, when not at the top level under its own name.
@@ -25,3 +31,20 @@ def data_dir(folder: str) -> Traversable:
         if checkout.is_dir():
             return checkout
         raise
+
+
+def read_text(path) -> str:
+    """A user's input file as text: UTF-8 (a leading BOM dropped), a regular file (a FIFO, a
+    device or a directory is refused at once, never waited on), at most :data:`MAX_INPUT_BYTES`.
+    Failures are ``OSError`` (the callers' one-line errors name the file) or ``UnicodeDecodeError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if st.st_size > MAX_INPUT_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_INPUT_BYTES >> 20} MiB", str(path))
+        data = f.read()
+    return data.decode("utf-8-sig")

@@ -47,6 +47,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
+from .resources import read_text
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel")
@@ -65,8 +66,8 @@ def _scenario_keys() -> set[str]:
 def load_grid(path) -> list[dict]:
     """The cells of a grid file, in order; ValueError with a one-line message if it is wrong."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        data = tomllib.loads(read_text(path))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ValueError(f"{path}: {e}") from None
     return cells(data, origin=str(path))
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import serving
 from .profiles import DTYPE_BYTES, Deployment, Engine, ProfileError, load_device, load_engine, load_model
-from .resources import data_dir
+from .resources import data_dir, read_text
 
 METRICS = {  # metric -> (unit, value of a ServingPoint in that unit)
     "tpot_ms": ("ms", lambda p: p.itl_s * 1e3),
@@ -89,7 +89,7 @@ def load_cases(path: str | Path | None = None, **context) -> list[Case]:
     ``context``: model, device, gpus, engine and weight_dtype, as the JSON does not say them)."""
     path = Path(path) if path else measured_path()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_text(path)
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -92,7 +92,7 @@ def test_predict_text_names_units_and_sources():
     (["predict", "--p-accept", "0.8", "--calibration", "/nonexistent.toml"], "no such calibration file"),
     (["roofline", "--model", "llama-3.1-70b", "--device", "rtx4090", "--gpus", "1"], "needs 141 GB"),
     (["simulate", "--p-accept", "2"], "--p-accept must be in [0, 1]"),
-    (["simulate", "--tasks", "0"], "--tasks must be >= 1"),
+    (["simulate", "--tasks", "0"], "'--tasks': 0 is not in the range"),
     (["simulate", "--protocols", "nosuch"], "unknown protocol 'nosuch'; known: strong-only"),
     (["simulate", "--p-dist", "beta:1"], "expected beta:a,b"),
     (["simulate", "--tool-latency", "soon"], "latency 'soon'"),

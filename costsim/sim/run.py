@@ -91,9 +91,12 @@ def validate(sc: Scenario) -> None:
         raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
     if sc.arrival_rate is not None and not sc.arrival_rate > 0:
         raise ValueError(f"--arrival-rate must be > 0 tasks/s, got {sc.arrival_rate}")
-    for name, v in (("rho", sc.rho), ("verdict-tokens", sc.verdict_tokens), ("network-rtt", sc.network_rtt_s)):
-        if not (math.isfinite(v) and v >= 0):
-            raise ValueError(f"--{name} must be a finite number >= 0, got {v}")
+    # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
+    for name, v, hi in (("rho", sc.rho, 1000.0), ("verdict-tokens", sc.verdict_tokens, 1e6),
+                        ("network-rtt", sc.network_rtt_s, math.inf)):
+        if not (math.isfinite(v) and 0 <= v <= hi):
+            raise ValueError(f"--{name} must be a finite number " + (f"in [0, {hi:g}]" if hi < math.inf else ">= 0")
+                             + f", got {v}")
     for name in sc.protocols:
         protocols.get(name)
     parse_p_dist(sc.p_dist, sc.p)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..resources import read_text as _read
 from .schema import ESTIMABLE_FIELDS, SCHEMA_VERSION, STEP_KINDS, Step, Task
 
 FORMAT = "costsim-trace"
@@ -267,7 +268,7 @@ def read_text(path) -> str:
     path = Path(path)
     shown = str(path) if str(path).isprintable() else repr(str(path))  # one line, always
     try:
-        return path.read_text(encoding="utf-8-sig")  # a UTF-8 BOM is not part of the text
+        return _read(path)
     except FileNotFoundError:
         raise TraceError(f"{shown}: no such file") from None
     except UnicodeDecodeError as e:

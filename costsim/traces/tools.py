@@ -12,7 +12,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from .jsonl import TraceError
+from .jsonl import TraceError, read_text
 
 _AIRLINE_READ = ("get_reservation_details", "get_user_details", "list_all_airports",
                  "search_direct_flight", "search_onestop_flight", "get_flight_status")
@@ -98,14 +98,7 @@ def load_tool_kinds(path) -> dict[str, str]:
     ``[tools]``) or JSON (an MCP ``tools/list`` result; ``annotations.readOnlyHint`` true is a
     read, anything else a write). The format is told by the content, not the extension."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    text = read_text(path)  # one-line TraceError: no such file, not a regular file, not UTF-8
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
