@@ -254,14 +254,28 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
             "rows": len(table), "out": str(out)}
 
 
+#: How long to wait for a Dask scheduler to answer before giving up (Dask's own default is 30 s).
+SCHEDULER_TIMEOUT_S = 5.0
+
+
 def _run_dask(todo, finish, scheduler, workers, processes):
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:  # pragma: no cover - dask is a dependency
         raise ValueError("Dask is not installed: pip install 'dask[distributed]', or run with --serial") from None
+    import logging
+
+    # An interrupted or failed run must end in our one line, not in pages of the cluster's own
+    # shutdown warnings: its loggers say only what is an error.
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     cluster = None
     if scheduler:
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)
+        except (OSError, TimeoutError) as e:
+            raise ValueError(f"--scheduler {scheduler}: no scheduler answered within {SCHEDULER_TIMEOUT_S:g} s "
+                             f"({type(e).__name__})") from None
     else:
         n = workers or min(os.cpu_count() or 1, len(todo))
         cluster = LocalCluster(n_workers=max(n, 1), threads_per_worker=1, processes=processes,

@@ -118,3 +118,22 @@ def test_sweep_command(grid, tmp_path):
     bad = subprocess.run([costsim_exe(), "sweep", str(tmp_path / "none.toml"), "--serial"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("costsim: error:") and bad.stderr.count("\n") == 1
+
+
+def test_a_dead_scheduler_and_a_fractional_K_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    import time as _time
+
+    from costsim import sweep as sw
+    from costsim.cli.main import main
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('[base]\nsynthetic_tasks = 3\nprotocols = ["strong-only"]\n[grid]\np = [0.8]\nK = [4.5]\n')
+    assert main(["sweep", str(grid), "-o", str(tmp_path / "a.parquet"), "--serial", "-q"]) == 2
+    assert "--K must be an integer in [1, 1024], got 4.5" in capsys.readouterr().err
+    grid.write_text(grid.read_text().replace("4.5", "6"))
+    monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1.0)
+    t = _time.perf_counter()
+    code = main(["sweep", str(grid), "-o", str(tmp_path / "b.parquet"), "--scheduler", "tcp://127.0.0.1:1", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no scheduler answered within 1 s" in err
+    assert _time.perf_counter() - t < 10
