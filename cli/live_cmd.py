@@ -276,6 +276,8 @@ def validate(
     weak_api_key_env: Optional[str] = _KEY["weak"],
     strong_api_key_env: Optional[str] = _KEY["strong"],
     repeats: int = typer.Option(3, "--repeats", help="Probes per shape when calibrating first."),
+    save_calibration: Optional[str] = typer.Option(None, "--save-calibration", help="Without --calibration: write the calibration this run makes there, its probes saved beside it as they come (resumable)."),
+    resume: bool = typer.Option(False, "--resume", help="With --save-calibration: go on from the probes an interrupted run saved."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
     retries: int = typer.Option(3, "--retries", help="Retries per request."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the review outcomes."),
@@ -295,13 +297,23 @@ def validate(
     steps = steps or (6 if local else 12)
     ratios = src = None
     if calibration:
+        if save_calibration:
+            raise UserError("--save-calibration is for a run that calibrates; --calibration gives one already")
         ratios, src = _ratios_from_calibration(calibration, w)
+    elif save_calibration:
+        check_output(save_calibration)
     with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
                     timeout, retries, model_dir, seed) as (we, se):
         if ratios is None:
-            res = _run_calibration(we, se, w, repeats, seed, False, None, None, None, False,
+            probes = save_calibration + ".probes.json" if save_calibration else None
+            res = _run_calibration(we, se, w, repeats, seed, False, None, None, probes, resume and bool(probes),
                                    label="calibrating (same run)")
             ratios, src = res["ratios"]["time"], "a calibration in this run"
+            if save_calibration:
+                from costsim.live.calibrate import to_toml
+
+                atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
+                src = f"a calibration in this run, saved to {save_calibration}"
         bar = _Bar("validating")
         try:
             out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar)

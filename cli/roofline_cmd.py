@@ -24,7 +24,7 @@ def roofline(
     model: Optional[str] = typer.Option(None, help="Model profile name, TOML or HF config.json."),
     device: Optional[str] = typer.Option(None, help="Device profile name or TOML."),
     gpus: Optional[int] = typer.Option(None, help="Devices (tensor parallel) [as many as hold the weights]."),
-    dtype: Optional[str] = typer.Option(None, help="Weight precision [the model's default]."),
+    dtype: Optional[str] = typer.Option(None, help="Weight precision [the checkpoint's own, as the model profile or config.json says; predict's default strong deployment is fp8]."),
     engine: Optional[str] = ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL,
     batch: int = typer.Option(1, help="Decode batch (sequences)."),

@@ -258,3 +258,15 @@ def _answers(url) -> bool:
         return True
     except httpx.HTTPError:
         return False
+
+
+def test_validate_that_calibrates_saves_its_calibration_and_probes(servers, tmp_path):
+    out = tmp_path / "own.toml"
+    r = _cli("validate", "--weak", servers.weak.url, "--strong", servers.strong.url, "--save-calibration", str(out),
+             "--repeats", "1", "--p-accept", "0.8", "--tasks", "1", "--steps", "3", *SHAPES, "--json")
+    assert r.returncode == 0, r.stderr
+    from costsim.calibration import load_calibration
+
+    cal = load_calibration(str(out))
+    assert set(cal.ratios) == {"kappa", "v_over_d", "rho"} and (tmp_path / "own.toml.probes.json").exists()
+    assert json.loads(r.stdout)["calibration"].endswith(f"saved to {out}")
