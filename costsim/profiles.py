@@ -377,6 +377,7 @@ def names(kind: str) -> list[str]:
     return sorted(_catalogue(kind))
 
 
+@cache
 def _lookup(kind: str, name: str, label: str):
     key = _slug(name)
     if (_root(kind) / f"{key}.toml").is_file():  # a profile's name is its file's: read just that

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from functools import cache
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -22,6 +23,7 @@ MAX_INPUT_BYTES = 1 << 30
 _CHECKOUT = {"measured": "benchmarks/measured"}
 
 
+@cache
 def data_dir(folder: str) -> Traversable:
     """The shipped data folder ``folder`` ('hardware', 'models', 'traces' or 'measured')."""
     try:

@@ -137,3 +137,4 @@ def test_a_dead_scheduler_and_a_fractional_K_are_one_line_errors(tmp_path, monke
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no scheduler answered within 1 s" in err
     assert _time.perf_counter() - t < 10
+
