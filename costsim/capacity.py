@@ -17,6 +17,12 @@ task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` ce
   never fall as λ rises (see tests/test_capacity.py).
 - The operating point (latency p50/p95, running batches, sessions in flight) is simulated
   for one cell at its share λ/n of the load.
+- Rates are probed on the fixed grid start·(1 + rel_tol)^k. A probe of N tasks judges a rate
+  only if its arrivals span ``steady_spans`` times its own p95 latency (else the run never
+  reaches a steady state); the judging does not involve the target, so a looser target never
+  finds a lower rate, and never more replicas (hypothesis-tested over target and rate). A cell
+  that still meets the target at the highest rate its probes can judge is reported as a lower
+  bound ("(>=)"), with the advice to give more tasks.
 
 Latency percentiles leave out the first ``warmup`` and the last ``cooldown`` fraction of
 tasks by arrival (the empty start and the drain of an open-loop run). Everything is
@@ -49,7 +55,7 @@ class Search:
     cooldown: float = 0.1          # trailing fraction left out
     max_probes: int = 40
     max_weak_per_strong: int = 64
-    steady_spans: float = 3.0      # a probe's arrivals span at least this many latency targets
+    steady_spans: float = 3.0      # a probe judges a rate if its arrivals span this many of its p95s
     refinements: int = 2           # extra cell searches with more weak replicas per strong
 
 
