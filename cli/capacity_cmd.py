@@ -195,7 +195,8 @@ def render(res: dict) -> str:
             lines.append(f"{n}: {r['cost_note']}")
         if r["cell"].get("rate_is_lower_bound"):
             lines.append(f"{n}: the cell met the target at the highest rate the probes can judge; "
-                         "a larger --tasks may show it sustains more (fewer replicas)")
+                         "a larger --tasks may show it sustains more (fewer replicas)"
+                         + ("; the replica counts above are an upper bound" if r.get("replicas_are_upper_bound") else ""))
     srcs = {v for n in names for v in (P[n].get("price_sources") or {}).values() if not v.startswith("no ")}
     for s in sorted(srcs):
         lines.append(f"price: {s}")

@@ -348,6 +348,8 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
         cells[name] = cell
         s, w = replicas_for(cell, task_rate)
         res = {"feasible": cell.feasible, "strong_replicas": s, "weak_replicas": w,
+               # scaled out on a rate the probes could only bound from below: at most this many
+               "replicas_are_upper_bound": bool(cell.capped and s is not None and task_rate > cell.rate),
                "cell": {"strong_replicas": cell.strong, "weak_replicas": cell.weak,
                         "max_task_rate_per_s": cell.rate, "rate_is_lower_bound": cell.capped,
                         "pool_rates_per_s": cell.pool_rates,
