@@ -26,6 +26,8 @@ BAD = [
     (["simulate", "--network-rtt", "inf", "--tasks", "2", "-q"], "--network-rtt must be a finite number >= 0"),
     (["simulate", "--tool-latency", "nan", "--tasks", "2", "-q"], "latency 'nan'"),
     (["simulate", "--arrival-rate", "nan", "--tasks", "2", "-q"], "--arrival-rate must be > 0"),
+    (["simulate", "--arrival-rate", "inf", "--tasks", "2", "-q"], "--arrival-rate must be > 0"),
+    (["simulate", "--tool-latency", "inf", "--tasks", "2", "-q"], "expected finite seconds >= 0"),
     (["simulate", "--arrival-rate", "1", "--sessions", "4", "--tasks", "2", "-q"], "are exclusive"),
     (["predict", "-p", "0.8", "--K", "6", "--steps", "nan"], "--steps must be a finite number > 0"),
     (["predict", "-p", "0.8", "--K", "6", "--step-tokens", "0"], "--step-tokens must be > 0"),

@@ -68,13 +68,13 @@ class Latency:
         try:
             if kind == "lognormal":
                 med, sig = (float(x) for x in args.split(","))
-                if med >= 0 and sig >= 0:
+                if 0 <= med < np.inf and 0 <= sig < np.inf:
                     return cls(med, sig)
-            elif not args and float(kind) >= 0:
+            elif not args and 0 <= float(kind) < np.inf:
                 return cls(float(kind))
         except ValueError:
             pass
-        raise ValueError(f"latency {spec!r}: expected seconds >= 0, lognormal:median,sigma or recorded[:fallback]")
+        raise ValueError(f"latency {spec!r}: expected finite seconds >= 0, lognormal:median,sigma or recorded[:fallback]")
 
 
 class TaskRun:

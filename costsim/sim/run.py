@@ -89,7 +89,7 @@ def validate(sc: Scenario) -> None:
         raise ValueError("--sessions and replica counts must be >= 1")
     if sc.arrival_rate is not None and sc.sessions != 1:
         raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
-    if sc.arrival_rate is not None and not sc.arrival_rate > 0:
+    if sc.arrival_rate is not None and not 0 < sc.arrival_rate < math.inf:
         raise ValueError(f"--arrival-rate must be > 0 tasks/s, got {sc.arrival_rate}")
     # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
     for name, v, hi in (("rho", sc.rho, 1000.0), ("verdict-tokens", sc.verdict_tokens, 1e6),
