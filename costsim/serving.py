@@ -108,6 +108,8 @@ def prefill_time(dep: Deployment, input_len: float, batch: float = 1.0) -> float
     """Seconds to prefill ``batch`` prompts of ``input_len`` tokens on an idle replica, in
     iterations of at most the engine's budget (a prompt's later chunks attend to its earlier)."""
     total, budget = batch * input_len, dep.engine.max_batched_tokens
+    if not math.isfinite(total) or total / budget > 1e6:
+        raise ValueError(f"{batch:g} prompts of {input_len:g} tokens: more than 10^6 iterations of prefill")
     secs, done = 0.0, 0.0
     while done < total:
         t = min(budget, total - done)
