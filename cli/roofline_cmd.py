@@ -177,7 +177,12 @@ def validate_cmd(
     typer.echo(f"{len(rows)} measured cases" + (f", every one costed with engine {engine}" if engine else ", each with its own engine profile"))
     typer.echo(f"  {'case':<52} {'split':<7} {'metric':<13} {'measured':>10} {'predicted':>10} {'error':>7}")
     for r in rows:
-        typer.echo(f"  {r['id'][:52]:<52} {r['split']:<7} {r['metric']:<13} {r['measured']:>10.4g} {r['predicted']:>10.4g} {r['error']:>+7.0%}")
+        typer.echo(f"  {r['id'][:52]:<52} {r['split']:<7} {r['metric']:<13} {r['measured']:>10.4g} {r['predicted']:>10.4g} "
+                   f"{r['error']:>+7.0%}" + ("" if r["fits_memory"] else "  (!)"))
+    no_room = [r for r in rows if not r["fits_memory"]]
+    if no_room:
+        typer.echo(f"  (!) {len(no_room)} measured run(s) that costsim's memory model says could not hold their batch: "
+                   "the model's reserve or KV sizes are larger than that engine's")
     typer.echo("per group (median |error|, worst factor):")
     for s in summ:
         typer.echo(f"  {s['split']:<7} {s['group']:<11} {s['cases']:>3} cases  {s['median_abs_error']:>5.0%}  x{s['worst_factor']:.2f}")

@@ -196,16 +196,23 @@ def predict(case: Case, engine: Engine | None = None) -> float:
 def evaluate(cases: list[Case], engines: dict | None = None) -> list[dict]:
     """One row per case: predicted against measured, error and factor. ``engines`` maps an
     engine name to the profile to use for it (default: the shipped one)."""
+    from .memory import DoesNotFit, require_fits
+
     rows = []
     for c in cases:
         eng = (engines or {}).get(c.engine)
         pred = predict(c, eng)
         ratio = pred / c.value
+        try:  # the measured run happened: does the memory model agree it could?
+            require_fits(deployment(c, eng), c.concurrency, c.input_len + c.output_len)
+            fits = True
+        except DoesNotFit:
+            fits = False
         rows.append(dict(id=c.id, group=c.group, split=c.split, engine=c.engine, device=c.device, gpus=c.gpus,
                          model=Path(c.model).stem if c.model.endswith(".json") else c.model, params_b=load_model(_model_path(c)).total_params_b, scenario=c.scenario, concurrency=c.concurrency,
                          input_len=c.input_len, output_len=c.output_len, metric=c.metric,
                          unit=METRICS[c.metric][0], measured=c.value, predicted=pred, error=ratio - 1.0,
-                         factor=max(ratio, 1.0 / ratio), harness=c.harness))
+                         factor=max(ratio, 1.0 / ratio), harness=c.harness, fits_memory=fits))
     return rows
 
 
