@@ -51,10 +51,15 @@ def kv_capacity_tokens(dep: Deployment) -> float:
     return max(kv_pool_bytes(dep), 0.0) / per if per else math.inf
 
 
+#: "As many as you like": what :func:`max_sequences` says when a sequence holds next to nothing.
+UNBOUNDED = 1 << 62
+
+
 def max_sequences(dep: Deployment, context: float) -> int:
-    """How many sequences of ``context`` tokens the pool holds at once."""
+    """How many sequences of ``context`` tokens the pool holds at once (at most :data:`UNBOUNDED`)."""
     need = sequence_bytes(dep, context)
-    return int(max(kv_pool_bytes(dep), 0.0) // need) if need > 0 else 1 << 62
+    n = max(kv_pool_bytes(dep), 0.0) / need if need > 0 else math.inf
+    return int(n) if n < UNBOUNDED else UNBOUNDED
 
 
 def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16", engine: Engine | None = None,
