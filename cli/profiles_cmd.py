@@ -80,14 +80,13 @@ def hardware_show(
 
 def _capacity(dev, model, gpus, dtype, engine, context, json_out):
     from costsim import memory
-    from costsim.profiles import DTYPE_BYTES, Deployment, load_engine, load_model
+    from costsim.profiles import Deployment, check_dtype, load_engine, load_model
 
     from ._common import UserError
 
     m, eng = load_model(model), load_engine(engine)
     dt = dtype or m.default_dtype
-    if dt not in DTYPE_BYTES:
-        raise UserError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
+    check_dtype(dt)
     if not (context >= 0 and context < float("inf")):
         raise UserError(f"--context must be a finite number >= 0, got {context}")
     if gpus is not None and gpus < 1:

@@ -44,7 +44,7 @@ def roofline(
     from costsim import roofline as rl
     from costsim import serving
     from costsim import memory
-    from costsim.profiles import DTYPE_BYTES, Deployment, load_device, load_engine, load_model
+    from costsim.profiles import Deployment, check_dtype, load_device, load_engine, load_model
 
     if batch < 1:
         raise UserError(f"--batch must be >= 1, got {batch}")
@@ -57,8 +57,7 @@ def roofline(
         raise UserError(f"--gpus must be >= 1, got {gpus}")
     m, d, eng = load_model(model), load_device(device), load_engine(engine)
     dt = dtype or m.default_dtype
-    if dt not in DTYPE_BYTES:
-        raise UserError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
+    check_dtype(dt)
     n = gpus or memory.devices_to_hold(m, d, dt, eng)
     dep = Deployment(m, d, n, dt, engine=eng, expert_parallel=expert_parallel)
     ctx_held = input_len + output_len if concurrency is not None else context + (prefill_tokens or 0)

@@ -14,7 +14,7 @@ import numpy as np
 from . import formulas, roofline
 from .calibration import load_calibration
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
-from .profiles import DEFAULT_ENGINE, DTYPE_BYTES, Deployment, load_device, load_engine, load_model
+from .profiles import DEFAULT_ENGINE, Deployment, check_dtype, load_device, load_engine, load_model
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,7 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     we = load_engine(weak_engine) if weak_engine else se
     sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
     for dt in (sdt, wdt):
-        if dt not in DTYPE_BYTES:
-            raise ValueError(f"unknown precision {dt!r}; known: {', '.join(DTYPE_BYTES)}")
+        check_dtype(dt)
     n = strong_gpus or devices_to_hold(sm, sd, sdt, se)
     out = (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
            Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we))

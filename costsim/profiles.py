@@ -27,6 +27,13 @@ from .resources import data_dir, read_text
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
                "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8, "q4_0": 4.5 / 8}
 
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if it is a precision costsim knows, else a one-line :class:`ProfileError`."""
+    if dtype not in DTYPE_BYTES:
+        raise ProfileError(f"unknown precision {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return dtype
+
+
 #: GPU families an engine's achieved fractions are given for (``Device.family``).
 FAMILIES = ("ampere", "ada", "hopper", "blackwell")
 
