@@ -52,7 +52,9 @@ def _lognormal(rng, median, sigma, size):
 def _draw(rng, shape: Shape, n: int, ctx: int, final: bool) -> list[Step]:
     """``n`` steps drawn from ``shape`` starting at context ``ctx``; the last is final if asked."""
     probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
-    k = _KINDS[rng.choice(3, size=n, p=probs / probs.sum())]
+    # Python strings, not a numpy string array: numpy's str_ scalars can swallow a Ctrl-C
+    # that arrives while one is converted (a KeyboardInterrupt lost inside str(k[j])).
+    k = [_KINDS[i] for i in rng.choice(3, size=n, p=probs / probs.sum()).tolist()]
     if final and n:
         k[-1] = "final"
     out = _lognormal(rng, shape.output_median, shape.output_sigma, n)
@@ -60,7 +62,7 @@ def _draw(rng, shape: Shape, n: int, ctx: int, final: bool) -> list[Step]:
     user = _lognormal(rng, shape.user_obs_median, shape.user_obs_sigma, n)
     steps = []
     for j in range(n):
-        kind = str(k[j])
+        kind = k[j]
         obs = 0 if kind == "final" else int(user[j] if kind == "respond" else tool[j])
         steps.append(Step(kind=kind, output_tokens=int(out[j]), observation_tokens=obs,
                           tool="" if kind in ("respond", "final") else f"synthetic_{kind}",
@@ -69,7 +71,7 @@ def _draw(rng, shape: Shape, n: int, ctx: int, final: bool) -> list[Step]:
     return steps
 
 
-_KINDS = np.array(["read", "write", "respond"])
+_KINDS = ("read", "write", "respond")
 
 
 def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_length: bool = False,
