@@ -37,8 +37,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import protocols, roofline
+from . import roofline
 from .memory import kv_pool_bytes, max_sequences
+from .sim.api import ON_API, edge_deployment
 from .sim.run import Scenario, simulate
 
 #: Sentinel replica count for "ample": every task gets its own replica (no contention).
@@ -110,22 +111,13 @@ def _run(tasks, sc: Scenario, protocol: str, rate: float | None, strong: int, we
 def _pools(rows, protocol: str) -> tuple[bool, bool]:
     """Does ``protocol`` use replicas of its own on the strong and on the weak side? A strong
     model behind an API (edge-cloud protocols) is the provider's, not a replica to plan."""
-    api = protocols.replicas(protocol) is not None
-    return (not api and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
+    return (protocol not in ON_API and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
 
 
 def deployments(sc: Scenario, protocol: str):
-    """The (strong, weak) deployments replicas of ``protocol`` run on: the scenario's, or for a
-    protocol with its own replica factory (edge-cloud: API strong, weak on the edge device)
-    what that factory builds (strong None for an API)."""
-    make = protocols.replicas(protocol)
-    if make is None:
-        return sc.strong, sc.weak
-    import simpy
-
-    strong, weak = make(simpy.Environment(), replace(sc, weak_replicas=1))
-    dep = lambda r: getattr(r, "deployment", None)  # noqa: E731
-    return dep(strong[0]), dep(weak[0])
+    """The (strong, weak) deployments replicas of ``protocol`` run on: the scenario's, or for
+    the edge-cloud protocols (strong behind an API: None) the weak model on the edge device."""
+    return (None, edge_deployment(sc)) if protocol in ON_API else (sc.strong, sc.weak)
 
 
 def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:

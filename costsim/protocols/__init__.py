@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from functools import partial
 
-from . import agentcollab, edge_cloud, self_spec, specagent, speculative_actions, strong_only, weak_only
+from . import agentcollab, self_spec, specagent, speculative_actions, strong_only, weak_only
 from .verifier import with_verifier_errors
 
 _specagent = with_verifier_errors(specagent.run)
@@ -26,13 +26,11 @@ PROTOCOLS = {
     "speculative-actions": (speculative_actions.run, {}),
     "self-spec": (self_spec.run, {}),
     "specagent-self-spec": (with_verifier_errors(self_spec.run_specagent), {}),
-    "edge-cloud": (with_verifier_errors(edge_cloud.run), {}),
-    "cloud-strong-only": (edge_cloud.run_strong_only, {}),
+    # SpecAgent and Strong-only on the API backend (costsim.sim.api: strong behind a priced API).
+    "edge-cloud": (_specagent, {}),
+    "cloud-strong-only": (strong_only.run, {}),
 }
 DEFAULT = ("strong-only", "weak-only", "specagent")
-#: Protocols that run on other replicas than the scenario's strong/weak deployments:
-#: name -> ``factory(env, scenario) -> (strong replicas, weak replicas)``.
-REPLICAS = {"edge-cloud": edge_cloud.replicas, "cloud-strong-only": edge_cloud.replicas}
 #: The baseline of ratios for protocols billed by an API (API cost, remote tokens, wall time).
 API_BASELINE = "cloud-strong-only"
 
@@ -68,6 +66,8 @@ def get(name: str, **options):
     return partial(fn, **kw) if kw else fn
 
 
-def replicas(name: str):
-    """The replica factory of protocol ``name``, or None for the scenario's own deployments."""
-    return REPLICAS.get(name)
+def schedule_of(name: str):
+    """``(schedule, fixed options)`` of protocol ``name``, or None for a timed protocol."""
+    fn, fixed = PROTOCOLS[name]
+    sched = getattr(fn, "__schedule__", None)
+    return (sched, fixed) if sched else None

@@ -33,32 +33,33 @@ from __future__ import annotations
 
 import math
 
+from .schedule import Call, Count, Execute, process, Stall
 
-def run(tr, task, escalate_p: float | None = None, escalation_span: int = 2,
+
+def schedule(task, escalate_p: float | None = None, escalation_span: int = 2,
         escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate", reflect_prompt_tokens: int = 64,
         reflect_tokens: int = 16, recovery_steps: int = 1):
     if reflection not in ("separate", "inline"):
         raise ValueError(f"reflection must be 'separate' or 'inline', got {reflection!r}")
     steps, N = task.steps, len(task.steps)
-    row = tr.row
-    history = max(steps[0].context_tokens, 0) if steps else 0  # shared history, tokens
+    history = task.initial_context                             # shared history, tokens
     cached = {"strong": 0, "weak": 0}                         # what each model's cache holds
     i, escalations, strong_left, todo = 0, 0, 0, []             # todo: strong recovery steps
 
     def act(who, st, committed):
         nonlocal history
         extra = reflect_tokens if reflection == "inline" else 0
-        yield from tr.call(who, history - cached[who], cached[who], st.output_tokens + extra)
+        yield Call(who, history - cached[who], cached[who], st.output_tokens + extra)
         history += st.output_tokens
         cached[who] = history
-        yield from tr.execute(st)
+        yield Execute(st)
         history += st.observation_tokens
         if reflection == "separate":
-            yield from tr.call(who, history - cached[who] + reflect_prompt_tokens, cached[who], reflect_tokens)
+            yield Call(who, history - cached[who] + reflect_prompt_tokens, cached[who], reflect_tokens)
             cached[who] = history  # the reflection prompt and verdict leave the history
-            row["reflection_calls"] += 1
+            yield Count("reflection_calls")
         if committed:
-            row["committed_steps"] += 1
+            yield Count("committed_steps")
 
     while i < N:
         if todo:
@@ -70,20 +71,20 @@ def run(tr, task, escalate_p: float | None = None, escalation_span: int = 2,
             strong_left -= 1
             i += 1
             continue
-        if escalate_p is None:
-            stalled = tr.acceptance.accepted((st,)) == 0
-        else:
-            stalled = escalate_p > 0 and tr.rng.random() < escalate_p
+        stalled = yield Stall(st, escalate_p)
         yield from act("weak", st, committed=not stalled)
         if not stalled:
             i += 1
             continue
-        row["wasted_steps"] += 1
+        yield Count("wasted_steps")
         if st.kind == "write":
-            row["irreversible_errors"] += 1
+            yield Count("irreversible_errors")
         escalations += 1
-        row["escalations"] += 1
+        yield Count("escalations")
         turn = escalation_span * escalation_growth ** (escalations - 1)
         strong_left = int(min(turn, max_span if max_span else math.inf, N))
         if st.kind != "read":
             todo = [st] * int(recovery_steps)
+
+
+run = process(schedule)  # the simulator's process function

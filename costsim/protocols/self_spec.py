@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from . import specagent, strong_only
 from ._rng import side_rng
+from .schedule import drive
 
 
 class SpeculatingRun:
@@ -43,6 +44,8 @@ class SpeculatingRun:
 
     def __getattr__(self, name):
         return getattr(self._tr, name)
+
+    drive = drive  # the generic driver: it calls this handle's call() and execute()
 
     def call(self, who, prefill, context, decode):
         tr = self._tr
@@ -88,7 +91,7 @@ class SpeculatingRun:
 def run(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens: int = 16, spec_call_tokens: int = 40):
     """Strong-only, the strong agent speculating its own read-only calls."""
     sr = SpeculatingRun(tr, "strong", self_spec_hit_rate, spec_suffix_tokens, spec_call_tokens)
-    yield from strong_only.run(sr, task)
+    yield from sr.drive(strong_only.schedule(task))
     yield from sr.join()
 
 
@@ -96,7 +99,7 @@ def run_specagent(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens
                   spec_call_tokens: int = 40, **options):
     """SpecAgent, the weak drafter speculating the read-only calls it drafts."""
     sr = SpeculatingRun(tr, "weak", self_spec_hit_rate, spec_suffix_tokens, spec_call_tokens)
-    yield from specagent.run(sr, task, **options)
+    yield from sr.drive(specagent.schedule(task, **options))
     yield from sr.join()
 
 

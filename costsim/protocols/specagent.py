@@ -20,17 +20,17 @@ replaced by the strong model's repair of position i.
 from __future__ import annotations
 
 from ..traces.stats import chunk_end
+from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
 
 
-def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair: str = "fused",
-        rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64):
+def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repair: str = "fused",
+             rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64, start: tuple | None = None):
+    """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
+    (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens."""
     steps, N = task.steps, len(task.steps)
-    init = max(steps[0].context_tokens, 0) if steps else 0
-    s_ctx, s_pending = 0, init  # strong: tokens cached / tokens it has not seen yet
-    w_ctx, w_pending = 0, init
-    row = tr.row
-    i = 0
+    i, s_ctx, s_pending, w_ctx, w_pending = start or (0, 0, task.initial_context, 0, task.initial_context)
     while i < N:
+        yield Boundary(i, (i, s_ctx, s_pending, w_ctx, w_pending))
         # --- draft ---------------------------------------------------------------------------
         # chunk: tokens of the chunk as the strong model sees them — every step, and the
         # observations of those executed (a held step has none yet).
@@ -38,7 +38,7 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
         w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
         for j in range(i, N):
             st = steps[j]
-            yield from tr.call("weak", w_pending, w_ctx, st.output_tokens)
+            yield Call("weak", w_pending, w_ctx, st.output_tokens)
             w_ctx += w_pending + st.output_tokens
             w_pending = 0
             drafted.append(st)
@@ -46,31 +46,31 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
             end, held = chunk_end(st.kind, len(drafted), K, hold)
             if held:
                 break
-            yield from tr.execute(st)
+            yield Execute(st)
             w_pending = st.observation_tokens
             chunk += w_pending
             if end:
                 break
         n = len(drafted)
         if not held and review != "all":
-            row["auto_commits"] += 1
-            row["committed_steps"] += n
+            yield Count("auto_commits")
+            yield Count("committed_steps", n)
             s_pending += chunk
             i += n
             continue
 
         # --- verify (and repair) -------------------------------------------------------------
-        a = tr.acceptance.accepted(drafted)
+        a = yield Review(tuple(drafted))
         reject = a < n
         repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
         decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
-        yield from tr.call("strong", s_pending + chunk, s_ctx, decode)
-        row["reviews"] += 1
+        yield Call("strong", s_pending + chunk, s_ctx, decode)
+        yield Count("reviews")
         if reject and repair == "separate":
-            yield from tr.call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
+            yield Call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
         committed = drafted[: a + 1] if reject else drafted
         if reject:
-            row["rejections"] += 1
+            yield Count("rejections")
         last = committed[-1]
         prefix = sum(s.output_tokens + s.observation_tokens for s in committed[:-1])
         # Both caches roll back to the committed history, up to the last committed output.
@@ -81,15 +81,17 @@ def run(tr, task, K: int = 6, hold: str = "writes", review: str = "held", repair
         else:
             w_ctx, w_pending = w_base + prefix + last.output_tokens, 0
         if reject or held:  # the repaired step, or the held step, runs now
-            yield from tr.execute(last)
+            yield Execute(last)
             s_pending += last.observation_tokens
             w_pending += last.observation_tokens
         else:  # review="all" of an executed chunk: the strong saw its last observation
             s_ctx += last.observation_tokens
             w_pending = last.observation_tokens
-        row["committed_steps"] += len(committed)
+        yield Count("committed_steps", len(committed))
         i += len(committed)
-        redraw = task.meta.get("redraw")
-        if reject and redraw and i < N:  # a generative task: the drafted path after a repair changes
+        if reject and task.meta.get("redraw") and i < N:  # a generative task: the path after a repair changes
             seen = n - len(committed)
-            steps = steps[:i] + redraw(tr.rng, i, seen) + steps[i + seen:]
+            steps = steps[:i] + (yield Redraw(i, seen)) + steps[i + seen:]
+
+
+run = process(schedule)  # the simulator's process function

@@ -74,4 +74,6 @@ def with_verifier_errors(run):
 
     wrapped.__name__, wrapped.__doc__ = run.__name__, run.__doc__
     wrapped.__wrapped_run__ = run  # protocols.get() passes the options of both
+    if hasattr(run, "__schedule__"):  # without errors (the twin's case) it is the schedule alone
+        wrapped.__schedule__ = run.__schedule__
     return wrapped

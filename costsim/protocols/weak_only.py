@@ -1,7 +1,11 @@
 """Weak-only: the weak model authors every step (the quality floor; the cost floor)."""
 
 from . import strong_only
+from .schedule import process
 
 
-def run(tr, task):
-    return strong_only.run(tr, task, model="weak")
+def schedule(task):
+    return strong_only.schedule(task, model="weak")
+
+
+run = process(schedule)  # the simulator's process function

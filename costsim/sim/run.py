@@ -16,6 +16,7 @@ import simpy
 
 from .. import protocols, roofline
 from ..profiles import Deployment
+from . import api
 from .acceptance import parse_p_dist
 from .agent import Latency, TaskRun
 from .replica import Replica
@@ -169,9 +170,9 @@ def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
 
 def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     env = simpy.Environment()
-    make = protocols.replicas(name)
-    if make:
-        strong, weak = make(env, sc)
+    on_api = name in api.ON_API
+    if on_api:
+        strong, weak = api.replicas(env, sc)
     else:
         (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
         pool = None if sc.kv_cap else math.inf
@@ -185,8 +186,9 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
 
     def begin(i):
         rng = LazyGenerator(seeds[i])
-        return TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
-                       rng, sc.tool_latency, sc.user_latency)
+        tr = TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
+                     rng, sc.tool_latency, sc.user_latency)
+        return api.BilledRun(tr) if on_api else tr
 
     def end(i, tr):
         row = tr.finish()

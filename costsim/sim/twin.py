@@ -18,13 +18,16 @@ ends part-way through a chunk, and that contexts grow over a task.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import inspect
+from functools import lru_cache, partial
 
 import numpy as np
 
 from .. import formulas, protocols
-from ..traces.stats import chunk_end
+from ..protocols import specagent, strong_only, weak_only
+from ..protocols.schedule import Boundary, Call, Count, Execute, Review
 from .agent import COUNTERS
+from .api import ON_API
 from .metrics import PER_TASK, RATIOS
 from .run import Scenario, protocol_options, replica_costs
 
@@ -32,7 +35,6 @@ from .run import Scenario, protocol_options, replica_costs
 COLUMNS = tuple(f"{who}_{c}" for who in ("strong", "weak") for c in COUNTERS) + (
     "wall_s", "tool_s", "reviews", "rejections", "auto_commits", "committed_steps")
 _COL = {c: i for i, c in enumerate(COLUMNS)}
-_SPECAGENT_OPTIONS = ("K", "rho", "verdict_tokens", "hold", "review", "repair", "correction_tokens")
 
 
 def unavailable(tasks, sc: Scenario) -> str | None:
@@ -89,10 +91,10 @@ def _with_totals(r):
 
 
 def has_twin(name: str) -> bool:
-    """Whether protocol ``name`` has an exact twin: Strong-only, Weak-only, SpecAgent and its
-    ablations."""
-    fn = protocols.PROTOCOLS.get(name, (None,))[0]
-    return name in ("strong-only", "weak-only") or fn is protocols.PROTOCOLS["specagent"][0]
+    """Whether protocol ``name`` has an exact twin: a schedule that marks its boundaries
+    (Strong-only, Weak-only, SpecAgent and its ablations), on the scenario's own deployments."""
+    entry = protocols.schedule_of(name) if name in protocols.PROTOCOLS and name not in ON_API else None
+    return entry is not None and entry[0] in _TWINNED
 
 
 def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
@@ -102,138 +104,112 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
     models = {"strong": (lru_cache(maxsize=None)(lambda *a: s_coef.solo_call(*a, budget)), s_call),
               "weak": (lru_cache(maxsize=None)(lambda *a: w_coef.solo_call(*a, budget)), w_call)}
     latency = {"read": sc.tool_latency.mean, "write": sc.tool_latency.mean,
-               "respond": sc.user_latency.mean, "final": 0.0}
-
-    def call(vec, who, prefill, context, decode):
-        secs, hbm, flops = models[who][0](prefill, context, decode)
-        base = _COL[f"{who}_calls"]  # then the rest of COUNTERS, in their order:
-        for k, v in enumerate((1.0, prefill, decode, hbm, flops, secs)):
-            vec[base + k] += v
-        vec[_COL["wall_s"]] += secs + models[who][1]
-
-    def execute(vec, step):
-        rec = sc.tool_latency.of(step) if step.kind in ("read", "write") else None
-        lat = latency[step.kind] if rec is None else rec
-        vec[_COL["wall_s"]] += lat
-        vec[_COL["tool_s"]] += lat
-
+               "respond": sc.user_latency.mean, "final": 0.0, "recorded": sc.tool_latency.of}
     if recorded:
         def q(step):
             return p if step.verdict is None else np.full_like(p, float(step.verdict))
     else:
         def q(step):
             return p
+    schedule, fixed = protocols.schedule_of(name)
+    takes = set(inspect.signature(schedule).parameters)
+    kw = {k: v for k, v in protocol_options(sc).items() if k in takes - {"task", "start"}}
+    kw.update(fixed)
 
-    if name in ("strong-only", "weak-only"):
-        who = name.partition("-")[0]
-        out = np.empty((len(tasks), len(COLUMNS), len(p)))
-        for t, task in enumerate(tasks):
-            out[t] = np.asarray(_one_model(task, who, call, execute))[:, None]
-        return out
-    opts = protocol_options(sc)
-    kw = {k: v for k, v in opts.items() if k in _SPECAGENT_OPTIONS}
-    kw.update(protocols.PROTOCOLS[name][1])
-    return np.stack([_specagent(task, p, q, call, execute, **kw) for task in tasks])
+    def restart(task):
+        run = partial(schedule, task, **kw)
+        return (lambda state: run(start=state)) if "start" in takes else (lambda state: run())
+    return np.stack([_expect(task, restart(task), p, q, models, latency) for task in tasks])
 
 
-def _one_model(task, who, call, execute):
-    """Strong-only / Weak-only (``protocols.strong_only``): deterministic on a fixed path."""
-    vec = [0.0] * len(COLUMNS)
-    steps = task.steps
-    ctx, pending = 0, max(steps[0].context_tokens, 0) if steps else 0
-    for st in steps:
-        call(vec, who, pending, ctx, st.output_tokens)
-        ctx += pending + st.output_tokens
-        execute(vec, st)
-        pending = st.observation_tokens
-        vec[_COL["committed_steps"]] += 1
-    return vec
+def _expect(task, restart, p, q, models, latency):
+    """Expected costs of a schedule on ``task``: array (COLUMNS, len(p)). ``restart(state)``
+    starts it at a boundary's state (None: at the start of the task).
 
-
-def _specagent(task, p, q, call, execute, K=6, hold="writes", review="held", repair="fused", rho=1.0,
-               verdict_tokens=24, correction_tokens=64):
-    """Expected costs of ``protocols.specagent`` on the task's fixed path: array (COLUMNS, len(p)).
-
-    ``layers[i]`` maps a state at a chunk boundary with i steps committed — (strong cached,
-    strong unseen, weak cached, weak unseen) tokens — to its probability (an array over p)."""
-    steps, N = task.steps, len(task.steps)
-    init = max(steps[0].context_tokens, 0) if steps else 0
-    vecs, masses = [], []  # each transition's costs and probability: summed at the end
-    layers = [dict() for _ in range(N + 1)]
-    layers[0][(0, init, 0, init)] = np.ones_like(p)
-
-    def reach(i, state, mass):
-        layers[i][state] = layers[i].get(state, 0.0) + mass
-
-    for i in range(N):
-        for (s_ctx, s_pend, w_ctx, w_pend), mass in layers[i].items():
-            # --- draft: deterministic on a fixed path ---------------------------------------
-            vec = [0.0] * len(COLUMNS)
-            drafted, held, w_base = [], False, w_ctx + w_pend
-            while i + len(drafted) < N:
-                st = steps[i + len(drafted)]
-                call(vec, "weak", w_pend, w_ctx, st.output_tokens)
-                w_ctx, w_pend = w_ctx + w_pend + st.output_tokens, 0
-                drafted.append(st)
-                end, held = chunk_end(st.kind, len(drafted), K, hold)
-                if held:
-                    break
-                execute(vec, st)
-                w_pend = st.observation_tokens
-                if end:
-                    break
-            n = len(drafted)
-            chunk = sum(s.output_tokens + s.observation_tokens for s in drafted)
-            if held:
-                chunk -= drafted[-1].observation_tokens
-            if not held and review != "all":
-                vec[_COL["auto_commits"]] += 1
-                vec[_COL["committed_steps"]] += n
-                vecs.append(vec)
-                masses.append(mass)
-                reach(i + n, (s_ctx, s_pend + chunk, w_ctx, w_pend), mass)
-                continue
-            vecs.append(vec)
-            masses.append(mass)
-            # --- verify: the accepted prefix a is n with probability prod q, else the first miss
-            survive = np.ones_like(p)
-            for a in range(n + 1):
-                if a < n:
-                    qa = q(drafted[a])
-                    pa, survive = survive * (1.0 - qa), survive * qa
-                else:
-                    pa = survive
-                if not pa.any():
-                    continue
-                vec = [0.0] * len(COLUMNS)
-                reject = a < n
-                repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
-                decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
-                call(vec, "strong", s_pend + chunk, s_ctx, decode)
-                vec[_COL["reviews"]] += 1
-                if reject and repair == "separate":
-                    call(vec, "strong", correction_tokens, s_ctx + s_pend + chunk + decode, repair_tokens)
-                vec[_COL["rejections"]] += reject
-                committed = drafted[: a + 1] if reject else drafted
-                last = committed[-1]
-                prefix = sum(s.output_tokens + s.observation_tokens for s in committed[:-1])
-                s_ctx2, s_pend2 = s_ctx + s_pend + prefix + last.output_tokens, 0
-                if reject:
-                    w_ctx2, w_pend2 = w_base + prefix, last.output_tokens
-                else:
-                    w_ctx2, w_pend2 = w_base + prefix + last.output_tokens, 0
-                if reject or held:
-                    execute(vec, last)
-                    s_pend2 += last.observation_tokens
-                    w_pend2 += last.observation_tokens
-                else:
-                    s_ctx2 += last.observation_tokens
-                    w_pend2 = last.observation_tokens
-                vec[_COL["committed_steps"]] += len(committed)
-                m = mass * pa
+    ``layers[i]`` maps each state at a boundary with i steps committed to its probability (an
+    array over p). From each state the schedule runs to its next boundary once for every
+    sequence of review outcomes (a script); each run adds only the costs after its script's
+    last answer, weighted by the script's probability, so every cost is counted once."""
+    vecs, masses = [], []  # each segment's costs and probability: summed at the end
+    layers = [dict() for _ in range(len(task.steps) + 1)]
+    layers[0][None] = np.ones_like(p)
+    for i in range(len(task.steps)):
+        for state, mass in layers[i].items():
+            scripts = [((), mass)]
+            while scripts:
+                script, m = scripts.pop(0)
+                vec, branch, reached = _segment(restart(state), script, models, latency)
                 vecs.append(vec)
                 masses.append(m)
-                reach(i + len(committed), (s_ctx2, s_pend2, w_ctx2, w_pend2), m)
+                if branch is not None:  # a review past the script: one script per outcome
+                    scripts.extend((script + (a,), m * pa) for a, pa in _outcomes(branch, q) if pa.any())
+                elif reached is not None:
+                    layers[reached.position][reached.state] = layers[reached.position].get(reached.state, 0.0) + m
     if not vecs:
         return np.zeros((len(COLUMNS), len(p)))
     return np.asarray(vecs).T @ np.stack(masses)
+
+
+def _segment(gen, script, models, latency):
+    """Run ``gen`` from its starting boundary to the next one (or its end), answering its
+    reviews from ``script``: ``(costs after the script's last answer, the review past the
+    script or None, the boundary reached or None)``."""
+    vec = [0.0] * len(COLUMNS)
+    answered, value, first = 0, None, True
+    while True:
+        try:
+            cmd = gen.send(value)
+        except StopIteration:
+            return vec, None, None
+        value = None
+        kind = type(cmd)
+        if kind is Boundary:
+            if not first:
+                return vec, None, cmd
+            first = False
+            continue
+        if kind is Review:
+            if answered == len(script):
+                return vec, cmd.steps, None
+            value = script[answered]
+            answered += 1
+            if answered == len(script):
+                vec = [0.0] * len(COLUMNS)  # the costs so far belong to the script's parents
+            continue
+        if answered < len(script):
+            continue
+        if kind is Call:
+            fn, overhead = models[cmd.model]
+            secs, hbm, flops = fn(cmd.prefill, cmd.context, cmd.decode)
+            base = _COL[f"{cmd.model}_calls"]  # then the rest of COUNTERS, in their order:
+            for k, v in enumerate((1.0, cmd.prefill, cmd.decode, hbm, flops, secs)):
+                vec[base + k] += v
+            vec[_COL["wall_s"]] += secs + overhead
+        elif kind is Execute:
+            step = cmd.step
+            rec = latency["recorded"](step) if step.kind in ("read", "write") else None
+            lat = latency[step.kind] if rec is None else rec
+            vec[_COL["wall_s"]] += lat
+            vec[_COL["tool_s"]] += lat
+        elif kind is Count:
+            vec[_COL[cmd.name]] += cmd.n
+        else:
+            raise TypeError(f"the exact twin cannot run {cmd!r}")
+
+
+def _outcomes(steps, q):
+    """``(accepted prefix a, probability)`` of a review of ``steps``: a = n with probability
+    prod q, else the first rejected step."""
+    survive = np.ones_like(q(steps[0]))
+    for a in range(len(steps) + 1):
+        if a < len(steps):
+            qa = q(steps[a])
+            pa, survive = survive * (1.0 - qa), survive * qa
+        else:
+            pa = survive
+        yield a, pa
+
+
+#: The schedules the twin runs: their only random command is Review, and their boundaries
+#: (where they have any) restart from the state they carry.
+_TWINNED = (specagent.schedule, strong_only.schedule, weak_only.schedule)

@@ -53,3 +53,9 @@ class Task:
     source: str = ""
     reward: float | None = None
     meta: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def initial_context(self) -> int:
+        """Tokens before the first step (system prompt, tools, the user's first message); 0
+        where the trace does not say (a first step's context of -1)."""
+        return max(self.steps[0].context_tokens, 0) if self.steps else 0

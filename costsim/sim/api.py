@@ -1,9 +1,9 @@
-"""Edge-cloud: the weak model on a local device, the strong model behind a hosted API.
+"""A hosted API as a serving backend, and the edge-cloud protocols that run on it.
 
-``edge-cloud`` is SpecAgent with the weak drafter on a local GPU (``edge_device``, an RTX 5090 by
+``edge-cloud`` is SpecAgent's schedule with the weak drafter on a local GPU (``edge_device``, an RTX 5090 by
 default) and every strong call (review, repair) sent to an API profile from
-``hardware/api/*.toml``; ``cloud-strong-only`` is the baseline it is measured against: Strong-only
-with every step sent to the same API. Assumptions:
+``hardware/api/*.toml``; ``cloud-strong-only`` is the baseline it is measured against: Strong-only's
+schedule with every step sent to the same API. Assumptions:
 
 - **The API.** A call takes ``ttft_s + prefill / input_tps + decode / output_tps`` seconds, plus
   the scenario's network round trip (``--network-rtt``) before it. The provider has unlimited
@@ -28,7 +28,8 @@ is near or above 1 even though remote calls, tokens and cost fall. The gain is r
 
 from __future__ import annotations
 
-from . import specagent, strong_only
+from ..protocols.schedule import drive
+from .replica import Replica
 
 #: Assumed time to first token of a hosted strong model, seconds (the profiles carry none).
 DEFAULT_TTFT_S = 1.0
@@ -77,22 +78,28 @@ class ApiServer:
         return req
 
 
-def replicas(env, sc):
-    """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
+def edge_deployment(sc):
+    """The weak deployment of scenario ``sc`` moved to the edge device: same model, precision
+    and engine, on as many devices as hold it."""
     from dataclasses import replace
 
     from ..memory import devices_to_hold
-    from ..profiles import load_api, load_device
-    from ..sim.replica import Replica
+    from ..profiles import load_device
+
+    dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
+    return replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
+
+
+def replicas(env, sc):
+    """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
+    from ..profiles import load_api
 
     ep = load_api(sc.api or DEFAULT_API)
     ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else DEFAULT_TTFT_S)
     tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or DEFAULT_OUTPUT_TPS)
-    dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
-    # The weak deployment moved to the edge device: same model, precision and engine.
-    local = replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
+    local = edge_deployment(sc)
     weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs, kv_pool_bytes=pool) for i in range(sc.weak_replicas)]
     return strong, weak
 
@@ -105,6 +112,8 @@ class BilledRun:
 
     def __getattr__(self, name):
         return getattr(self._tr, name)
+
+    drive = drive  # the generic driver: it calls this handle's call()
 
     def call(self, who, prefill, context, decode):
         tr = self._tr
@@ -123,14 +132,5 @@ class BilledRun:
         return (yield from tr.call(who, prefill, context, decode))
 
 
-def run(tr, task, **options):
-    """SpecAgent: weak drafts locally, strong reviews over the API (options as SpecAgent's)."""
-    yield from specagent.run(BilledRun(tr), task, **options)
-
-
-def run_strong_only(tr, task):
-    """Strong-only over the API: the baseline of the API cost and wall-time ratios."""
-    yield from strong_only.run(BilledRun(tr), task)
-
-
-run.__wrapped_run__ = specagent.run  # protocols.get() passes it SpecAgent's options
+#: The protocols that run on the API backend (strong: the API; weak: the edge device), billed.
+ON_API = ("edge-cloud", "cloud-strong-only")

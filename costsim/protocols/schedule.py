@@ -1,0 +1,127 @@
+"""A protocol as a pure schedule: a generator of the commands below, and nothing else.
+
+A schedule decides which model calls and tool calls happen, in which order, and what happens
+after each review; it never touches SimPy, HTTP or a random number generator. Drivers give the
+commands their costs and answers:
+
+- :func:`costsim.sim.agent.drive`: the simulator (SimPy replicas, sampled verdicts);
+- :mod:`costsim.sim.twin`: the exact twin (expected costs over every verdict branch);
+- :func:`costsim.live.validate.run_validation`: real endpoints.
+
+A driver answers :class:`Call` with the finished request (or None), :class:`Review` with the
+accepted prefix length, :class:`Stall` with a bool and :class:`Redraw` with new steps; every
+other command with None. A schedule that yields :class:`Boundary` at each point where its
+future depends only on a hashable state, and that can be restarted from that state
+(``start=state``), can be merged over branches: that is what makes the twin exact and fast.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Call(NamedTuple):
+    """One model call: prefill ``prefill`` new tokens on top of ``context`` cached ones, decode
+    ``decode`` tokens. ``model``: "strong" or "weak"."""
+
+    model: str
+    prefill: int
+    context: int
+    decode: int
+
+
+class Execute(NamedTuple):
+    """Run a step's side effect in the world: its tool call, or its message to the user."""
+
+    step: object
+
+
+class Review(NamedTuple):
+    """The strong model judges drafted ``steps``: answered with the accepted prefix, 0..len."""
+
+    steps: tuple
+
+
+class Stall(NamedTuple):
+    """Whether ``step`` makes no progress (AgentCollab): with probability ``p``, or, with
+    ``p=None``, when the task's acceptance process rejects it. Answered with a bool."""
+
+    step: object
+    p: float | None = None
+
+
+class Redraw(NamedTuple):
+    """A generative task's steps ``start .. start+count`` drawn again after a repair (the
+    drafted path after a rejection changes). Answered with the new steps."""
+
+    start: int
+    count: int
+
+
+class Count(NamedTuple):
+    """Add ``n`` to the task's counter ``name`` (reviews, rejections, committed_steps, ...)."""
+
+    name: str
+    n: float = 1
+
+
+class Boundary(NamedTuple):
+    """The schedule is at committed ``position`` in ``state``; it could restart from it."""
+
+    position: int
+    state: tuple
+
+
+def drive(tr, schedule):
+    """Run ``schedule`` through a task-run handle: the simulator's driver.
+
+    ``tr`` is duck-typed (:class:`costsim.sim.agent.TaskRun`, which has a faster copy of this
+    loop, or a wrapper of one): ``call`` and ``execute`` return what to ``yield from`` (SimPy
+    events); :func:`answer` does the rest."""
+    send, value = schedule.send, None
+    while True:
+        try:
+            cmd = send(value)
+        except StopIteration:
+            return
+        kind = type(cmd)
+        if kind is Call:
+            value = yield from tr.call(*cmd)
+        elif kind is Execute:
+            value = yield from tr.execute(cmd.step)
+        else:
+            value = answer(tr, cmd)
+
+
+def answer(tr, cmd):
+    """The answer to a command that takes no time: ``tr.acceptance`` answers reviews, ``tr.row``
+    holds the counters, ``tr.rng`` is the task's random stream."""
+    kind = type(cmd)
+    if kind is Count:
+        tr.row[cmd.name] += cmd.n
+    elif kind is Review:
+        return tr.acceptance.accepted(cmd.steps)
+    elif kind is Stall:
+        return (tr.acceptance.accepted((cmd.step,)) == 0 if cmd.p is None
+                else cmd.p > 0 and tr.rng.random() < cmd.p)
+    elif kind is Redraw:
+        return tr.task.meta["redraw"](tr.rng, cmd.start, cmd.count)
+    elif kind is not Boundary:
+        raise TypeError(f"a schedule yielded {cmd!r}, not a command")
+    return None
+
+
+def process(schedule):
+    """The simulator's process function ``run(tr, task, **options)`` of ``schedule``; it takes
+    the schedule's options (its signature, less ``start``) and keeps it as ``__schedule__``."""
+    import inspect
+
+    def run(tr, task, **options):
+        return tr.drive(schedule(task, **options))
+
+    sig = inspect.signature(schedule)
+    params = [inspect.Parameter("tr", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [p for p in sig.parameters.values() if p.name != "start"]
+    run.__signature__ = sig.replace(parameters=params)
+    run.__name__, run.__doc__, run.__schedule__ = schedule.__name__, schedule.__doc__, schedule
+    return run
