@@ -346,7 +346,8 @@ def render_validation(r) -> str:
         "",
         f"  Strong-only {r['strong_only_seconds_per_step']:.4g} s/step; SpecAgent {r['specagent_seconds_per_step']:.4g} s per committed step "
         f"({r['specagent']['reviews']} reviews, {r['specagent']['rejections']} rejected)",
-        "  assumptions: sequential calls (one session, no batching), no tool latency, verdict outcomes drawn with p_u",
+        "  assumptions: sequential calls (one session, no batching), no tool latency, verdict outcomes drawn with p_u;",
+        "  predicted: the renewal form (whole chunks of K); a measured task's last chunk ends with the task",
     ]
     return "\n".join(lines)
 

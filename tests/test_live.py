@@ -281,6 +281,50 @@ def test_interleave_keeps_both_protocols_in_step():
     assert order == ["a", "b", "b", "b", "b", "a", "b", "b", "b", "b", "a", "b", "b", "b", "b"]
 
 
+class _Recorder:
+    """An endpoint that answers at once, recording (prompt tokens, max tokens) per call."""
+
+    def __init__(self, log, role):
+        self.log, self.role = log, role
+
+    def random_prompt(self, n, rng):
+        return [1] * n
+
+    def complete(self, prompt, max_tokens):
+        self.log.append((self.role, len(prompt), max_tokens))
+        return type("R", (), {"completion_tokens": max_tokens})()
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_validation_runs_the_simulators_schedules_with_these_shapes(p):
+    import random
+
+    from costsim.live.validate import drive, workload_task
+    from costsim.protocols import specagent, strong_only
+
+    w = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=3)
+    task, log = workload_task(w, 6), []
+    eps = {r: _Recorder(log, r) for r in ("weak", "strong")}
+    so, sa = Tally(), Tally()
+    for _ in drive(strong_only.schedule(task), eps, None, random.Random(0), so):
+        pass
+    assert log == [("strong", 16, 32)] * 6 and so.committed == 6 and so.strong_tokens == 6 * 32
+    log.clear()
+    opts = dict(K=3, review="all", verdict_tokens=8, rho=1.0)
+    for _ in drive(specagent.schedule(task, **opts), eps, StratifiedReviews(p, 3), random.Random(0), sa):
+        pass
+    if p == 1.0:  # two chunks of 3, each reviewed: the chunk is 3 (d + o) (+ the first context)
+        assert log == [("weak", 16, 32)] * 3 + [("strong", 16 + 144, 8)] + [("weak", 16, 32)] * 3 + [("strong", 144, 8)]
+        assert (sa.reviews, sa.rejections, sa.committed) == (2, 0, 6)
+    else:  # every review rejects the first draft: the strong model repairs it, one step a review
+        assert (sa.reviews, sa.rejections, sa.committed) == (6, 6, 6)
+        strong = [c for c in log if c[0] == "strong"]
+        assert strong[0] == ("strong", 16 + 144, 8 + 32) and all(c[2] == 8 + 32 for c in strong)
+        # After a repair the weak model reads the strong model's step and its observation.
+        assert log[4] == ("weak", 32 + 16, 32)
+        assert sum(c[0] == "weak" for c in log) == 3 + 3 + 3 + 3 + 2 + 1
+
+
 # --- the client against scripted HTTP servers on loopback --------------------------------------
 
 

@@ -1,18 +1,25 @@
-"""Execute a SpecAgent schedule for real against two endpoints, and Strong-only beside it.
+"""Run SpecAgent's schedule for real against two endpoints, and Strong-only's beside it.
 
-A task is ``steps`` committed agent steps. Strong-only makes one strong call per step: the last
-observation in (o tokens), the step out (d tokens). SpecAgent drafts chunks of K steps on the
-weak endpoint (each one call: o in, d out), then the strong endpoint verifies the chunk in one
-call: the whole chunk in (K (d + o) tokens, or ``chunk_tokens``) and a verdict out; after a
-rejection the fused replacement step (``repair_tokens``) is decoded in the same call. Whether a
-review accepts j of the K steps is drawn with the per-step acceptance p_u (text quality is not
-what is measured); draws are stratified so that the realised mix of outcomes follows the
-geometric law closely even over few reviews.
+The protocols are the simulator's own schedules (:mod:`costsim.protocols`), driven here by
+real calls. A task is ``steps`` identical agent steps shaped by the workload: each a read-only
+call of d output tokens whose observation is o tokens (the task starts with one observation's
+worth of context). Strong-only: one strong call per step (what is new in, the step out).
+SpecAgent reviews every chunk (``review="all"``: the validated schedule is the closed form's,
+in which every chunk of K is reviewed): the weak endpoint drafts the chunk one step per call,
+the strong endpoint prefills what it has not seen (the chunk, K (d + o) tokens, and the
+observation of a repaired step) and decodes a verdict; after a rejection the fused repair of
+``repair_tokens`` is decoded in the same call, and the next chunk starts after the repaired
+step (at the end of the task a chunk is shorter). Prompts are fresh random tokens of the
+prefill's length: the cached context is not re-sent, as an engine's prefix cache would spare
+it. Whether a review accepts j of the steps is drawn with the per-step acceptance p_u (text
+quality is not what is measured); draws are stratified so that the realised mix of outcomes
+follows the geometric law closely even over few reviews.
 
 Both protocols run the same tasks with their calls interleaved (whichever has committed fewer
 steps goes next), so that drift of the machine and bursts of contention fall on both alike; a
-protocol's time is the sum of its calls' wall times. Measured and predicted ratios are per committed step relative to
-Strong-only, the quantities of :func:`costsim.formulas.L` and :func:`costsim.formulas.R`.
+protocol's time is the sum of its calls' wall times. Measured and predicted ratios are per
+committed step relative to Strong-only, the quantities of :func:`costsim.formulas.L` and
+:func:`costsim.formulas.R`.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import formulas
+from ..protocols import specagent, strong_only
+from ..protocols.schedule import Boundary, Call, Count, Execute, Review
+from ..traces import Step, Task
 from .client import Endpoint
 from .plan import Workload
 
@@ -74,47 +84,41 @@ class Tally:
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
-def _call(ep: Endpoint, tokens_in: int, tokens_out: int, rng: random.Random):
-    """One call; returns (seconds, completion tokens)."""
-    t0 = time.perf_counter()
-    r = ep.complete(ep.random_prompt(tokens_in, rng), tokens_out)
-    return time.perf_counter() - t0, r.completion_tokens
+def workload_task(w: Workload, steps: int) -> Task:
+    """A task of ``steps`` read-only steps of the workload's shape (d out, o observed)."""
+    st = Step("read", w.step_tokens, w.obs_tokens, tool="live_read", context_tokens=-1)
+    return Task("live", (replace(st, context_tokens=w.obs_tokens),) + (st,) * (steps - 1))
 
 
-def strong_only_task(strong: Endpoint, w: Workload, steps: int, rng: random.Random, tally: Tally):
-    """One Strong-only task; yields after each committed step."""
-    for _ in range(steps):
-        dt, n = _call(strong, w.obs_tokens, w.step_tokens, rng)
-        tally.seconds += dt
-        tally.strong_calls += 1
-        tally.strong_tokens += n
-        tally.committed += 1
-        yield
+def drive(schedule, endpoints: dict, reviews: StratifiedReviews, rng: random.Random, tally: Tally):
+    """Run ``schedule`` on real endpoints (``{"strong": Endpoint, "weak": Endpoint}``); yields
+    after each commit (for :func:`interleave`)."""
+    value = None
+    while True:
+        try:
+            cmd = schedule.send(value)
+        except StopIteration:
+            return
+        value = None
+        kind = type(cmd)
+        if kind is Call:
+            ep = endpoints[cmd.model]
+            t0 = time.perf_counter()
+            r = ep.complete(ep.random_prompt(max(cmd.prefill, 1), rng), cmd.decode)
+            tally.seconds += time.perf_counter() - t0
+            setattr(tally, f"{cmd.model}_calls", getattr(tally, f"{cmd.model}_calls") + 1)
+            setattr(tally, f"{cmd.model}_tokens", getattr(tally, f"{cmd.model}_tokens") + r.completion_tokens)
+        elif kind is Review:
+            value = min(reviews.draw(), len(cmd.steps))
+        elif kind is Count and cmd.name in _TALLIED:
+            setattr(tally, _TALLIED[cmd.name], getattr(tally, _TALLIED[cmd.name]) + int(cmd.n))
+            if cmd.name == "committed_steps":
+                yield
+        elif kind not in (Execute, Boundary, Count):  # a read's tool call takes no time here
+            raise TypeError(f"live validation cannot run {cmd!r}")
 
 
-def specagent_task(weak: Endpoint, strong: Endpoint, w: Workload, steps: int, reviews: StratifiedReviews,
-                   rng: random.Random, tally: Tally):
-    """One SpecAgent task: draft K, review, commit the accepted prefix (+ the repaired step),
-    until ``steps`` are committed; yields after each review."""
-    committed = 0
-    while committed < steps:
-        for _ in range(w.K):
-            dt, n = _call(weak, w.obs_tokens, w.step_tokens, rng)
-            tally.seconds += dt
-            tally.weak_calls += 1
-            tally.weak_tokens += n
-        j = reviews.draw()
-        rejected = j < w.K
-        dt, n = _call(strong, w.chunk, w.verdict_tokens + (w.repair if rejected else 0), rng)
-        tally.seconds += dt
-        tally.strong_calls += 1
-        tally.strong_tokens += n
-        tally.reviews += 1
-        tally.rejections += int(rejected)
-        c = j + 1 if rejected else w.K
-        committed += c
-        tally.committed += c
-        yield
+_TALLIED = {"committed_steps": "committed", "reviews": "reviews", "rejections": "rejections"}
 
 
 def interleave(a, b, ta: Tally, tb: Tally):
@@ -160,10 +164,13 @@ def run_validation(weak: Endpoint, strong: Endpoint, w: Workload, p: float, rati
     for ep in (weak, strong):
         ep.discover()
         ep.complete(ep.random_prompt(16, rng), 4)  # warm-up, unrecorded
+    endpoints = {"weak": weak, "strong": strong}
+    task = workload_task(w, steps)
+    options = dict(K=w.K, review="all", verdict_tokens=w.verdict_tokens, rho=w.repair / w.step_tokens)
     for i in range(tasks):
         t_so, t_sa = Tally(), Tally()
-        interleave(specagent_task(weak, strong, w, steps, draws, rng, t_sa),
-                   strong_only_task(strong, w, steps, rng, t_so), t_sa, t_so)
+        interleave(drive(specagent.schedule(task, **options), endpoints, draws, rng, t_sa),
+                   drive(strong_only.schedule(task), endpoints, draws, rng, t_so), t_sa, t_so)
         so.add(t_so)
         sa.add(t_sa)
         per_task.append({"task": i, "so": t_so, "sa": t_sa})
