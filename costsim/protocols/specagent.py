@@ -22,6 +22,9 @@ from __future__ import annotations
 from ..traces.stats import chunk_end
 from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
 
+# Made once: the schedule runs once per simulated chunk.
+_AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
+
 
 def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repair: str = "fused",
              rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64, start: tuple | None = None):
@@ -53,7 +56,7 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
                 break
         n = len(drafted)
         if not held and review != "all":
-            yield Count("auto_commits")
+            yield _AUTO_COMMIT
             yield Count("committed_steps", n)
             s_pending += chunk
             i += n
@@ -65,12 +68,12 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
         repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
         decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
         yield Call("strong", s_pending + chunk, s_ctx, decode)
-        yield Count("reviews")
+        yield _REVIEW
         if reject and repair == "separate":
             yield Call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
         committed = drafted[: a + 1] if reject else drafted
         if reject:
-            yield Count("rejections")
+            yield _REJECTION
         last = committed[-1]
         prefix = sum(s.output_tokens + s.observation_tokens for s in committed[:-1])
         # Both caches roll back to the committed history, up to the last committed output.

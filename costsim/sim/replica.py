@@ -39,7 +39,8 @@ from ..roofline import coefficients
 
 class Request:
     """One model call: prefill ``prefill_tokens`` after ``context`` cached tokens, then decode
-    ``decode_tokens``. ``done`` fires when the last token is out. Cost fields accumulate."""
+    ``decode_tokens``. ``done`` fires when the last token is out (for a call that starts alone
+    on an idle replica it is the timeout of its epoch: one event less). Cost fields accumulate."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
                  "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held")
@@ -47,7 +48,7 @@ class Request:
     def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
         self.prefill_left, self.context, self.decode_left = prefill_tokens, context, decode_tokens
-        self.done = Event(env)
+        self.done = None  # set by Replica.submit
         self.submitted, self.finished = env.now, None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
@@ -113,13 +114,14 @@ class Replica:
         req = Request(self.env, prefill_tokens, context, decode_tokens)
         self.queue.append(req)
         ep = self._epoch
-        if ep is None:  # idle: nobody running, nobody queued
-            if prefill_tokens <= self.token_budget:
-                self._start_solo(req)
-            else:
-                self._plan()
+        if ep is None and prefill_tokens <= self.token_budget:  # idle: nobody running or queued
+            self._start_solo(req)
+            return req
+        req.done = Event(self.env)
+        if ep is None:
+            self._plan()
         elif ep.start == self.env.now:  # nothing ran yet: plan again with everyone who came
-            ep.live = False
+            self._retire(ep)
             self._plan()
         elif ep.m and len(self._running) + len(ep.chunks) < self.max_seqs:
             self._cut_short(ep)
@@ -193,7 +195,19 @@ class Replica:
             ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left
             ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
         self._epoch = ep
-        Timeout(self.env, ep.mixed_s + ep.run[0], ep).callbacks.append(self._end)
+        t = Timeout(self.env, ep.mixed_s + ep.run[0], ep)
+        t.callbacks.append(self._end)
+        if r.done is None:  # nobody waits on it yet: its epoch's end is its end
+            r.done = t
+
+    def _retire(self, ep):
+        """``ep`` will not run to its planned end. A solo call waiting on the epoch's timeout
+        gets an event of its own, which takes over those waiting (after our own ``_end``)."""
+        ep.live = False
+        r = ep.solo
+        if r is not None and type(r.done) is Timeout:
+            t, r.done = r.done, Event(self.env)
+            r.done.callbacks, t.callbacks = t.callbacks[1:], t.callbacks[:1]
 
     def _schedule(self, ep, secs):
         t = self.env.timeout(max(secs - (self.env.now - ep.start), 0.0), ep)
@@ -209,7 +223,7 @@ class Replica:
             m = min(k + 1, ep.m)
         if m == ep.m:
             return
-        ep.live = False
+        self._retire(ep)
         new = _Epoch(ep.start)  # not solo: the arrival is settled with the general rule
         new.chunks, new.mixed_s, new.mixed_cost, new.kv_blocked = ep.chunks, ep.mixed_s, ep.mixed_cost, ep.kv_blocked
         new.B, new.ctx_sum, new.m = ep.B, ep.ctx_sum, m
@@ -263,7 +277,8 @@ class Replica:
         self._release(r)
         del self.queue[0]  # r: it was alone when planned; later arrivals queue behind it
         r.finished = self.env.now
-        r.done.succeed(r)
+        if type(r.done) is not Timeout:  # else it is the event being processed: it resumes them
+            r.done.succeed(r)
         self._next()
 
     def _next(self):
