@@ -38,7 +38,7 @@ CALIB = typer.Option(None, "--calibration", help="Calibration TOML from `costsim
 # The protocols beyond the paper's (docs/protocols.md).
 FA = typer.Option(0.0, "--false-accept", help="SpecAgent verifier: P(accept a bad step) [0].")
 FR = typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")
-ESC = typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [1 - p_u, or recorded verdicts].")
+ESC = typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [fitted to the paper, docs/protocols.md; --option stall=acceptance: 1 - p_u].")
 SPAN = typer.Option(2, "--escalation-span", help="AgentCollab: strong steps of the first escalation, doubling after [2].")
 SPEC = typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(weak guess = strong step) [0.5].")
 SELF = typer.Option(0.66, "--self-spec-hit", help="Tool-call self-speculation Hit@1 on read-only calls [0.66].")
@@ -241,7 +241,8 @@ def render(result: dict) -> str:
             ("TFLOP strong/task", "strong_flops", 1e-12), ("TFLOP weak/task", "weak_flops", 1e-12),
             ("wall s/task", "wall_s", 1), ("R (strong HBM)", "R", 1), ("R in strong time", "R_time", 1),
             ("L (wall time)", "L", 1), ("total HBM ratio", "hbm_ratio", 1), ("FLOPs ratio", "flops_ratio", 1),
-            ("strong batch (mean)", "strong_mean_batch", 1)]
+            ("strong calls ratio", "strong_calls_ratio", 1), ("strong decoded share", "strong_decode_tokens_ratio", 1),
+            ("steps per review", "steps_per_review", 1), ("strong batch (mean)", "strong_mean_batch", 1)]
     lines = [f"{sc['tasks']} tasks, p_u = {sc['p']:g}" + (f" ({sc['p_dist']})" if sc["p_dist"] else "")
              + f", K = {sc['K']}, seed {sc['seed']}, "
              + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),
@@ -269,6 +270,8 @@ def render(result: dict) -> str:
         cells = [result["protocols"][n].get(key) for n in names]
         if any(m and m["mean"] for m in cells):
             lines.append(f"{label:<24}" + "".join(f"{_pm(m, scale) if m else '-':>{w}}" for m in cells))
+    if result.get("notes"):
+        lines += ["", *("note: " + n for n in result["notes"])]
     rn = cf["renewal"]
     if cf["method"] == "exact":
         lines += ["", f"closed form (exact twin, {cf['protocol']}): R = {cf['R']:.4f}, L = {cf['L']:.4f}",

@@ -137,7 +137,7 @@ def _n(x, fmt=",.0f"):
 
 def _print_stats(name: str, s: dict, per_task: bool):
     k = s["kinds"]
-    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps (K={s['K']}, hold={s['hold']})")
+    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps (K={s['K']}, chunking {s['chunking']})")
     print("  steps by kind   " + "  ".join(f"{x} {k[x]}" for x in _KINDS))
     t = s["tokens"]
     print(f"  tokens          prompt {_n(t['prompt'])}  completion {_n(t['completion'])}  "
@@ -184,22 +184,23 @@ def _print_stats(name: str, s: dict, per_task: bool):
 def stats_cmd(
     traces: List[str] = typer.Argument(..., help="Trace files (JSONL) or shipped trace names (see `costsim traces list`)."),
     K: int = typer.Option(6, "--K", "-K", min=1, help="SpecAgent chunk size: K consecutive reads commit without review."),
-    hold: str = typer.Option("writes", "--hold", help="What is held for review: writes (the paper) or writes+responses (its ablation)."),
+    chunking: Optional[str] = typer.Option(None, "--chunking", help="SpecAgent's chunking rule: messages-end, messages-pass, writes-only, writes+final or hold-messages (docs/protocols.md) [writes+final]."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     per_task: bool = typer.Option(True, "--tasks/--no-tasks", help="Per-task rows in the text output."),
     strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
 ):
     """Steps, tokens, context growth, SpecAgent chunk lengths and implied reviews per trace.
 
-    Chunks end at a write (held, reviewed), at K consecutive reads (committed without review),
-    or at a response to the user (the agent waits; reviewed only with --hold writes+responses).
-    Implied reviews assume every draft is accepted: each rejection would add one.
+    Chunks end at a write (held, reviewed) or at K steps (committed without review); what a
+    message to the user does is the chunking rule's (--chunking). Implied reviews assume every
+    draft is accepted: each rejection would add one.
     """
     from costsim.traces import TraceError, load
-    from costsim.traces.stats import HOLDS, trace_stats
+    from costsim.traces.stats import CHUNKINGS, DEFAULT_CHUNKING, trace_stats
 
-    if hold not in HOLDS:
-        raise UserError(f"--hold: expected one of {', '.join(HOLDS)}, got {hold!r}")
+    chunking = chunking or DEFAULT_CHUNKING
+    if chunking not in CHUNKINGS:
+        raise UserError(f"--chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
     files = []
     for name in traces:
         try:
@@ -209,11 +210,11 @@ def stats_cmd(
         for w in res.warnings:
             print(f"costsim: warning: {w}", file=sys.stderr)
         try:
-            files.append((name, res, trace_stats(res.tasks, K, hold)))
+            files.append((name, res, trace_stats(res.tasks, K, chunking)))
         except ValueError as e:
-            raise UserError(f"--{str(e)}" if str(e).startswith(("K ", "hold ")) else str(e)) from None
+            raise UserError(f"--{str(e)}" if str(e).startswith(("K ", "chunking ")) else str(e)) from None
     if as_json:
-        print(dumps({"K": K, "hold": hold, "files": [
+        print(dumps({"K": K, "chunking": chunking, "files": [
             {"trace": name, "header": res.header, "skipped_lines": len(res.warnings), **s}
             for name, res, s in files]}))
         return

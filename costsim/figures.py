@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from . import formulas, roofline
+from .paper import TAU2_K, TAU2_P, published, tau2_benchmarks
+from .traces.stats import DEFAULT_CHUNKING
 
 #: Pass counting's v/d (predict's default): (1 prefill pass + 24 verdict tokens) / 340-token step.
 STEP_TOKENS, VERDICT_TOKENS = 340.0, 24.0
@@ -142,16 +144,13 @@ def fig_cost_model(out: Path) -> dict:
 
 # --- 2. predicted versus observed ------------------------------------------------------------------
 
-#: The paper's published numbers (shared/reference/specagent.md). HBM reads as (lo, hi) ranges.
-PAPER = {
-    "Airline":         dict(K=6, so_calls=13.8, sa_calls=3.1, hbm=(0.43, 0.45), wall=0.41, repair="fused", rho=1.0),
-    "Retail":          dict(K=6, so_calls=13.1, sa_calls=3.1, hbm=(0.53, 0.57), wall=0.54, repair="fused", rho=1.0),
-    "AutomationBench": dict(K=8, so_calls=17.4, sa_calls=11.8, hbm=(0.78, 0.84), wall=0.57, repair="separate", rho=1.5),
-    "VitaBench":       dict(K=6, so_calls=21.9, sa_calls=8.2, hbm=(0.59, 0.65), wall=0.69, repair="fused", rho=1.0),
-}
+_PUBLISHED = published()
+#: Per benchmark, in the keys the figures use. HBM reads as (lo, hi) ranges.
+PAPER = {k: dict(K=b["K"], so_calls=b["strong_only_calls"], sa_calls=b["specagent_calls"], hbm=tuple(b["hbm"]),
+                 wall=b["wall"], repair=b["repair"], rho=b["rho"]) for k, b in _PUBLISHED["benchmark"].items()}
 #: tau²: decoded strong tokens are 17–30% of Strong-only; VitaBench: ~77% of reviews reject.
-TAU2_DECODED_SHARE = (0.17, 0.30)
-VITA_REJECTED_REVIEWS = 0.77
+TAU2_DECODED_SHARE = tuple(_PUBLISHED["tau2"]["decoded_strong_share"])
+VITA_REJECTED_REVIEWS = _PUBLISHED["benchmark"]["VitaBench"]["rejected_reviews"]
 
 
 def _calls_ratio(p, b):
@@ -497,7 +496,7 @@ def fig_pass_counting(out: Path) -> dict:
 # --- 6. tau² replay -------------------------------------------------------------------------------------------
 
 
-def replay_tau2(p=0.8, K=6):
+def replay_tau2(p=TAU2_P, K=TAU2_K):
     from .predict import deployments
     from .sim import Scenario, simulate
     from .traces import load
@@ -509,7 +508,8 @@ def replay_tau2(p=0.8, K=6):
         rows = simulate(tasks, Scenario(strong=s, weak=w, p=p, K=K, protocols=("strong-only", "specagent"), seed=0))
         so = {r["task_index"]: r for r in rows if r["protocol"] == "strong-only"}
         sa = {r["task_index"]: r for r in rows if r["protocol"] == "specagent"}
-        out[name] = [(tasks[i].task_id, so[i]["strong_calls"], sa[i]["strong_calls"]) for i in sorted(so)]
+        out[name] = [(tasks[i].task_id, so[i]["strong_calls"], sa[i]["strong_calls"], sa[i]["reviews"],
+                      sa[i]["committed_steps"]) for i in sorted(so)]
     return out
 
 
@@ -517,7 +517,7 @@ def fig_tau2_replay(out: Path) -> dict:
     plt = _plt()
     data = replay_tau2()
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.4))
-    paper = {"tau2-airline": (13.8, 3.1), "tau2-retail": (13.1, 3.1)}
+    paper = {t: (b["strong_only_calls"], b["specagent_calls"]) for t, b in tau2_benchmarks().items()}
     rows, summary, reds = [], {}, {}
     jit = np.random.default_rng(0)
     for (name, pts), c in zip(data.items(), COLORS):
@@ -532,14 +532,16 @@ def fig_tau2_replay(out: Path) -> dict:
         red = 1.0 - sa / so
         reds[name] = red
         summary[name] = dict(tasks=len(so), strong_only=float(so.mean()), specagent=float(sa.mean()),
-                             median_reduction=float(np.median(red)))
-        rows += [(name, tid, int(a), int(b)) for tid, a, b in pts]
+                             median_reduction=float(np.median(red)), paper=paper[name],
+                             steps_per_review=sum(q[4] for q in pts) / sum(q[3] for q in pts))
+        rows += [(name, tid, int(a), int(b)) for tid, a, b, _, _ in pts]
     xlim = max(max(q[1] for q in v) for v in data.values()) + 2
     ylim = max(max(q[2] for q in v) for v in data.values()) + 3
     for name, c in zip(paper, COLORS):
         k = paper[name][1] / paper[name][0]
         axes[0].plot([0, xlim], [0, k * xlim], color=c, lw=1, ls="--")
-    axes[0].text(xlim * 0.97, 0.25, "dashed: the paper's mean ratios\n(3.1/13.8, 3.1/13.1)", ha="right",
+    axes[0].text(xlim * 0.97, 0.25, "dashed: the paper's mean ratios\n("
+                 + ", ".join(f"{b}/{a}" for a, b in paper.values()) + ")", ha="right",
                  va="bottom", fontsize=8)
     axes[0].set_xlim(0, xlim)
     axes[0].set_ylim(0, ylim)
@@ -555,8 +557,8 @@ def fig_tau2_replay(out: Path) -> dict:
     axes[1].set_ylabel("share of the trace's tasks")
     axes[1].set_title("(b) distribution over tasks")
     axes[1].legend(fontsize=8, loc="upper left")
-    fig.suptitle("tau²-Bench trajectories replayed (shipped traces), synthetic acceptance p_u = 0.8, K = 6, "
-                 "writes held for review", fontsize=9.5)
+    fig.suptitle(f"tau²-Bench trajectories replayed (shipped traces), synthetic acceptance p_u = {TAU2_P:g}, "
+                 f"K = {TAU2_K}, chunking {DEFAULT_CHUNKING}", fontsize=9.5)
     fig.tight_layout()
     _save(fig, out, "fig6_tau2_replay")
     _csv(out / "fig6_tau2_replay.csv", ["trace", "task_id", "strong_only_calls", "specagent_calls"], rows)
@@ -738,14 +740,16 @@ def index(done: dict) -> str:
         "## 6. tau² replay",
         "",
         "The shipped `tau2-airline` (50 tasks) and `tau2-retail` (114) trajectories through Strong-only and",
-        "SpecAgent (default deployment, synthetic acceptance p_u = 0.8 — the traces carry no verdicts — K = 6,",
-        "seed 0). Mean strong calls per task: "
-        + "; ".join(f"{k} {v['strong_only']:.1f} → {v['specagent']:.1f} (median per-task reduction "
-                    f"{v['median_reduction']:.0%})" for k, v in tau.items())
-        + "; the paper reports 13.8 → 3.1 and 13.1 → 3.1. Fewer reviews here: only state-changing calls are held",
-        "(about 1.2 per Airline task), messages to the user go out unreviewed, and the recorded path is replayed",
-        "as committed. These agents' trajectories also differ from the paper's (other agent models, acceptance",
-        "not measured), so the comparison is of shape, not a check.",
+        f"SpecAgent (default deployment, synthetic acceptance p_u = {TAU2_P:g} — the traces carry no verdicts — "
+        f"K = {TAU2_K}, chunking `{DEFAULT_CHUNKING}`: writes and the final answer held for review, other messages",
+        "sent unreviewed; seed 0). Mean strong calls per task: "
+        + "; ".join(f"{k} {v['strong_only']:.1f} → {v['specagent']:.1f} ({v['specagent'] / v['strong_only']:.3f}; "
+                    f"the paper {v['paper'][0]} → {v['paper'][1]}, {v['paper'][1] / v['paper'][0]:.3f}; median "
+                    f"per-task reduction {v['median_reduction']:.0%}; {v['steps_per_review']:.2f} committed steps "
+                    "per review)" for k, v in tau.items()) + ".",
+        "The recorded path is replayed as committed. These agents' trajectories differ from the paper's (other",
+        "agent models, acceptance not measured), so the comparison is of shape and size, not a check; the",
+        "chunking rule is the one closest to the paper on both traces (`docs/protocols.md`).",
         "",
     ]
     return "\n".join(lines)

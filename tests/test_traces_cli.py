@@ -37,7 +37,8 @@ def test_import_stats_round_trip(tmp_path, capsys):
     assert run(["traces", "stats", str(out), "--K", "6", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     f = s["files"][0]
-    assert (s["K"], f["kinds"], f["chunk_lengths"]["reviewed"]) == (6, {"read": 0, "write": 1, "respond": 0, "final": 1}, [1, 0, 0, 0, 0, 0])
+    # the write and the final answer are each held and reviewed (chunking writes+final)
+    assert (s["K"], f["kinds"], f["chunk_lengths"]["reviewed"]) == (6, {"read": 0, "write": 1, "respond": 0, "final": 1}, [2, 0, 0, 0, 0, 0])
 
 
 def test_tools_file_sets_kinds(tmp_path, capsys):
@@ -92,8 +93,8 @@ def test_stats_bad_file_and_options(tmp_path, capsys):
     assert "task skipped" in capsys.readouterr().err
     assert run(["traces", "stats", "no-such-trace"]) == 2
     assert "not a shipped trace (shipped: " in capsys.readouterr().err
-    assert run(["traces", "stats", "tau2-airline", "--hold", "all"]) == 2
-    assert "--hold: expected one of writes, writes+responses" in capsys.readouterr().err
+    assert run(["traces", "stats", "tau2-airline", "--chunking", "all"]) == 2
+    assert "--chunking: expected one of messages-end, messages-pass, writes-only" in capsys.readouterr().err
 
 
 def test_list_and_shipped_stats(capsys):

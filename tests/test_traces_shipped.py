@@ -107,8 +107,8 @@ def test_airline_measured_tokens_first_task():
 
 
 def test_airline_chunk_lengths_K6():
-    """The distribution reported in the issue's closing note (K = 6, hold = writes)."""
-    c = trace_stats(load("tau2-airline").tasks, K=6)["chunk_lengths"]
+    """The distribution reported in the issue's closing note (K = 6, messages end the chunk)."""
+    c = trace_stats(load("tau2-airline").tasks, K=6, chunking="messages-end")["chunk_lengths"]
     assert c["reviewed"] == [59, 0, 1, 0, 1, 0]
     assert c["unreviewed"] == [177, 33, 17, 8, 6, 33]
     assert c["ends"] == {"write": 61, "response": 250, "K": 24, "end": 0}

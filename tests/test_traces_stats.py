@@ -16,15 +16,25 @@ TINY = [S("read"), S("read"), S("read"), S("read"), S("write"), S("respond"),
         S("read"), S("write"), S("read"), S("read"), S("final")]
 
 
-def test_chunks_hold_writes():
-    assert [(c.length, c.reviewed, c.end) for c in chunks(TINY, K=3)] == [
-        (3, False, "K"), (2, True, "write"), (1, False, "response"), (2, True, "write"),
-        (3, False, "response")]
+@pytest.mark.parametrize("rule,want", [
+    ("messages-end", [(3, False, "K"), (2, True, "write"), (1, False, "response"), (2, True, "write"), (3, False, "response")]),
+    ("writes+final", [(3, False, "K"), (2, True, "write"), (1, False, "response"), (2, True, "write"), (3, True, "response")]),
+    ("hold-messages", [(3, False, "K"), (2, True, "write"), (1, True, "response"), (2, True, "write"), (3, True, "response")]),
+    # A message is sent and drafting goes on: it joins the next write's chunk, which is reviewed.
+    ("messages-pass", [(3, False, "K"), (2, True, "write"), (3, True, "write"), (3, True, "response")]),
+    ("writes-only", [(3, False, "K"), (2, True, "write"), (3, True, "write"), (3, False, "response")]),
+])
+def test_chunking_rules(rule, want):
+    assert [(c.length, c.reviewed, c.end) for c in chunks(TINY, K=3, chunking=rule)] == want
 
 
-def test_chunks_hold_writes_and_responses():
-    assert [(c.length, c.reviewed) for c in chunks(TINY, K=3, hold="writes+responses")] == [
-        (3, False), (2, True), (1, True), (2, True), (3, True)]
+def test_passing_messages_get_a_chunk_reviewed_only_under_messages_pass():
+    steps = [S("respond"), S("read"), S("read"), S("read"), S("respond")]
+    assert [(c.length, c.reviewed, c.end) for c in chunks(steps, K=3, chunking="messages-pass")] == [
+        (3, True, "K"), (2, True, "end")]
+    assert [(c.length, c.reviewed) for c in chunks(steps, K=3, chunking="writes-only")] == [(3, False), (2, False)]
+    assert [(c.length, c.reviewed) for c in chunks([S("read")] * 4, K=3, chunking="messages-pass")] == [
+        (3, False), (1, False)]
 
 
 def test_chunk_edge_cases():
@@ -35,12 +45,12 @@ def test_chunk_edge_cases():
     assert [(c.length, c.reviewed) for c in chunks([S("read")] * 5 + [S("write")], K=6)] == [(6, True)]
     with pytest.raises(ValueError, match="K must be an integer in \\[1, 1024\\]"):
         chunks(TINY, K=0)
-    with pytest.raises(ValueError, match="hold must be one of"):
-        chunks(TINY, hold="everything")
+    with pytest.raises(ValueError, match="chunking must be one of messages-end, messages-pass"):
+        chunks(TINY, chunking="everything")
 
 
 def test_distribution_and_reviews():
-    s = trace_stats([Task("a", tuple(TINY)), Task("b", (S("write"),))], K=3)
+    s = trace_stats([Task("a", tuple(TINY)), Task("b", (S("write"),))], K=3, chunking="messages-end")
     c = s["chunk_lengths"]
     assert c["reviewed"] == [1, 2, 0] and c["unreviewed"] == [1, 0, 2]
     assert c["ends"] == {"write": 3, "response": 2, "K": 1, "end": 0}

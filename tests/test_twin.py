@@ -17,7 +17,7 @@ from costsim.sim import Latency, Replica, Scenario, TaskRun, simulate, summarize
 from costsim.sim.report import closed_form
 from costsim.sim.run import protocol_options, replica_costs
 from costsim.traces.schema import Step, Task
-from costsim.traces.stats import chunks
+from costsim.traces.stats import CHUNKINGS, chunks
 from costsim.traces.synthetic import Shape, generate
 
 Z999 = 3.2905  # 99.9% two-sided: the tests below are deterministic (fixed seeds)
@@ -103,14 +103,16 @@ step_st = st.builds(Step, kind=st.sampled_from(["read", "read", "write", "respon
 @given(steps=st.lists(step_st, min_size=1, max_size=7), init=st.integers(0, 6000), p=st.floats(0.0, 1.0),
        K=st.integers(1, 4), name=st.sampled_from(["specagent", "specagent-hold-responses",
                                                   "specagent-review-all", "specagent-separate-repair"]),
-       rho=st.sampled_from([0.0, 0.5, 1.0]), recorded=st.booleans(), budget=st.sampled_from([512, 8192]))
-def test_twin_equals_enumeration_of_every_verdict_sequence(steps, init, p, K, name, rho, recorded, budget):
+       rho=st.sampled_from([0.0, 0.5, 1.0]), recorded=st.booleans(), budget=st.sampled_from([512, 8192]),
+       chunking=st.sampled_from(CHUNKINGS))
+def test_twin_equals_enumeration_of_every_verdict_sequence(steps, init, p, K, name, rho, recorded, budget, chunking):
     steps = [Step(**{**{f: getattr(s, f) for f in s.__slots__}, "context_tokens": init if i == 0 else -1})
              for i, s in enumerate(steps)]
     task = Task("t", tuple(steps))
     strong, weak = deployments()
     sc = Scenario(strong=strong, weak=MOE_TP, p=p, K=K, rho=rho, protocols=("strong-only", name),
                   p_dist="recorded" if recorded else None, token_budget=budget, network_rtt_s=0.05,
+                  options=(("chunking", chunking),),
                   tool_latency=Latency(0.3), user_latency=Latency(2.0))
 
     def q(s):
@@ -125,12 +127,11 @@ def test_twin_equals_enumeration_of_every_verdict_sequence(steps, init, p, K, na
 def test_twin_at_p1_reviews_the_chunks_the_trace_statistics_count():
     tasks = generate(200, seed=4)
     strong, weak = deployments()
-    for hold in ("writes", "writes+responses"):
-        name = "specagent" if hold == "writes" else "specagent-hold-responses"
-        sc = Scenario(strong=strong, weak=weak, p=1.0, K=6, protocols=(name,))
-        rows = twin.expected_rows(tasks, sc)[name]
+    for rule in CHUNKINGS:
+        sc = Scenario(strong=strong, weak=weak, p=1.0, K=6, protocols=("specagent",), options=(("chunking", rule),))
+        rows = twin.expected_rows(tasks, sc)["specagent"]
         reviews = rows[:, twin.COLUMNS.index("reviews")]
-        want = [sum(c.reviewed for c in chunks(t.steps, 6, hold)) for t in tasks]
+        want = [sum(c.reviewed for c in chunks(t.steps, 6, rule)) for t in tasks]
         assert reviews.tolist() == pytest.approx(want)
         assert rows[:, twin.COLUMNS.index("rejections")].sum() == 0
 

@@ -19,7 +19,7 @@ PROTOCOLS = {
     "strong-only": (strong_only.run, {}),
     "weak-only": (weak_only.run, {}),
     "specagent": (_specagent, {}),
-    "specagent-hold-responses": (_specagent, {"hold": "writes+responses"}),
+    "specagent-hold-responses": (_specagent, {"chunking": "hold-messages"}),
     "specagent-review-all": (_specagent, {"review": "all"}),
     "specagent-separate-repair": (_specagent, {"repair": "separate"}),
     "agentcollab": (agentcollab.run, {}),

@@ -1,7 +1,9 @@
 """AgentCollab-style escalation: the weak model acts; on "no progress" the strong model takes over.
 
-A model of the self-evaluation-driven collaboration of AgentCollab (2026), as the SpecAgent
-paper runs it as a baseline. Assumptions, each a knob:
+A model of the self-evaluation-driven collaboration of AgentCollab (arXiv 2603.26034), as the
+SpecAgent paper runs it as a baseline: the small model acts and judges its own progress; "no
+progress" escalates to the large model for a span that grows with the task's failures;
+reflection is a call of its own. Assumptions, each a knob:
 
 - **Acting.** The weak model authors and executes each step; nothing is held or reviewed, so a
   wrong state-changing call reaches the environment (counted in ``irreversible_errors``).
@@ -11,9 +13,10 @@ paper runs it as a baseline. Assumptions, each a knob:
   reflection prompt of ``reflect_prompt_tokens``, decode ``reflect_tokens``; prompt and verdict
   are dropped from the history. ``reflection="inline"`` folds the judgement into the next
   step's call (``reflect_tokens`` more decoded, no extra call). Strong steps reflect too.
-- **No-progress signal.** A weak step makes no progress with probability ``escalate_p``, or —
-  by default (``escalate_p=None``) — when the task's acceptance process rejects it (rate
-  1 - p_u, or a recorded verdict of False). Such a step has been executed but commits nothing:
+- **No-progress signal.** A weak step makes no progress with probability ``escalate_p``, a rate
+  of its own (:data:`STALL_P` by default: fitted to the paper's strong calls on Airline, since
+  AgentCollab publishes none), or with ``stall="acceptance"`` when the task's acceptance process
+  rejects it (rate 1 - p_u, or a recorded verdict of False). Such a step has been executed but commits nothing:
   its output and observation stay in the context (``wasted_steps``). Strong steps progress.
 - **Escalation.** The strong model takes over: first ``recovery_steps`` steps to clean up after a
   wasted message or write (a correction or compensating call, shaped like the wasted step;
@@ -36,11 +39,24 @@ import math
 from .schedule import Call, Count, Execute, process, Stall
 
 
-def schedule(task, escalate_p: float | None = None, escalation_span: int = 2,
-        escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate", reflect_prompt_tokens: int = 64,
-        reflect_tokens: int = 16, recovery_steps: int = 1):
+#: The default no-progress rate per weak step: fitted so that AgentCollab's strong calls are the
+#: paper's 18.5 / 13.8 = 1.34x Strong-only's on the shipped tau2-airline trace (default
+#: deployments and options): :func:`costsim.paper.fit_agentcollab_stall`, which a test reruns.
+#: AgentCollab publishes neither its stall rate nor its spans; this is the one free parameter.
+STALL_P = 0.317
+
+
+def schedule(task, escalate_p: float = STALL_P, stall: str = "rate", escalation_span: int = 2,
+             escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate",
+             reflect_prompt_tokens: int = 64, reflect_tokens: int = 16, recovery_steps: int = 1):
+    """``stall``: "rate" (no progress with probability ``escalate_p`` per weak step) or
+    "acceptance" (when the task's acceptance process rejects the step: 1 - p_u, or recorded
+    verdicts)."""
     if reflection not in ("separate", "inline"):
         raise ValueError(f"reflection must be 'separate' or 'inline', got {reflection!r}")
+    if stall not in ("rate", "acceptance"):
+        raise ValueError(f"stall must be 'rate' or 'acceptance', got {stall!r}")
+    stall_p = None if stall == "acceptance" else escalate_p
     steps, N = task.steps, len(task.steps)
     history = task.initial_context                             # shared history, tokens
     cached = {"strong": 0, "weak": 0}                         # what each model's cache holds
@@ -71,7 +87,7 @@ def schedule(task, escalate_p: float | None = None, escalation_span: int = 2,
             strong_left -= 1
             i += 1
             continue
-        stalled = yield Stall(st, escalate_p)
+        stalled = yield Stall(st, stall_p)
         yield from act("weak", st, committed=not stalled)
         if not stalled:
             i += 1

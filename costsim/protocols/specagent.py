@@ -1,11 +1,14 @@
-"""SpecAgent: the weak model drafts chunks, the strong model reviews the held ones.
+"""SpecAgent: the weak model drafts chunks, the strong model reviews them.
 
 Draft: the weak model drafts up to K steps; read-only calls are executed at once so later
-steps see real observations. Chunking is :func:`costsim.traces.stats.chunk_end`: a
-state-changing call ends the chunk and is held (not executed) for review; a message to the
-user ends it too — sent at once and committed without review (it cannot be taken back), or,
-with ``hold="writes+responses"`` (the paper's ablation), held and reviewed; K reads end it,
-committed without review. ``review="all"`` (the other ablation) reviews every chunk.
+steps see real observations. Chunking is :func:`costsim.traces.stats.chunk_end`, a named rule
+(``chunking``): a state-changing call ends the chunk and is held (not executed) for review; K
+steps end it; what a message to the user does is what the rules differ in — it ends the chunk
+unreviewed (``messages-end``), is sent while drafting goes on and gets the chunk reviewed
+(``messages-pass``), or is sent and reviewed never (``writes-only``); ``writes+final`` also
+holds the final answer, ``hold-messages`` (the paper's ablation) holds every message. A chunk
+that is neither held nor marked for review is committed without review. ``review="all"`` (the
+other ablation) reviews every chunk.
 
 Verify: the strong model prefills everything new since its last call (history + chunk) and
 decodes a verdict of ``verdict_tokens``: the accepted prefix j. After a rejection the strong
@@ -19,17 +22,18 @@ replaced by the strong model's repair of position i.
 
 from __future__ import annotations
 
-from ..traces.stats import chunk_end
+from ..traces.stats import DEFAULT_CHUNKING, check_chunking, chunk_end
 from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
 
 # Made once: the schedule runs once per simulated chunk.
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
 
 
-def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repair: str = "fused",
+def schedule(task, K: int = 6, chunking: str = DEFAULT_CHUNKING, review: str = "held", repair: str = "fused",
              rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64, start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens."""
+    check_chunking(chunking)
     steps, N = task.steps, len(task.steps)
     i, s_ctx, s_pending, w_ctx, w_pending = start or (0, 0, task.initial_context, 0, task.initial_context)
     while i < N:
@@ -37,7 +41,7 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
         # --- draft ---------------------------------------------------------------------------
         # chunk: tokens of the chunk as the strong model sees them — every step, and the
         # observations of those executed (a held step has none yet).
-        drafted, held, chunk = [], False, 0
+        drafted, held, reviewed, chunk, messages = [], False, False, 0, 0
         w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
         for j in range(i, N):
             st = steps[j]
@@ -46,7 +50,8 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
             w_pending = 0
             drafted.append(st)
             chunk += st.output_tokens
-            end, held = chunk_end(st.kind, len(drafted), K, hold)
+            messages += st.kind == "respond" or st.kind == "final"
+            end, held, reviewed = chunk_end(st.kind, len(drafted), K, chunking, messages)
             if held:
                 break
             yield Execute(st)
@@ -55,7 +60,7 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
             if end:
                 break
         n = len(drafted)
-        if not held and review != "all":
+        if not reviewed and review != "all":
             yield _AUTO_COMMIT
             yield Count("committed_steps", n)
             s_pending += chunk
@@ -87,7 +92,7 @@ def schedule(task, K: int = 6, hold: str = "writes", review: str = "held", repai
             yield Execute(last)
             s_pending += last.observation_tokens
             w_pending += last.observation_tokens
-        else:  # review="all" of an executed chunk: the strong saw its last observation
+        else:  # a review of an executed chunk: the strong saw its last observation
             s_ctx += last.observation_tokens
             w_pending = last.observation_tokens
         yield Count("committed_steps", len(committed))

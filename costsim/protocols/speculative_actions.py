@@ -30,6 +30,11 @@ from __future__ import annotations
 
 from ._rng import side_rng
 
+#: When the speculative actor call for step j+1 starts: ``always`` on the guessed state, the
+#: step waiting for both (the public implementation, github.com/naimengye/speculative-action);
+#: ``in-time`` only when the guessed read's result is back before the actor has decided.
+SPECULATE = ("always", "in-time")
+
 
 class _Frame:
     """Step ``j`` in flight: the actor's call, the speculator's guess, its pre-executed result."""
@@ -42,7 +47,11 @@ class _Frame:
         self.hit, self.guessed_at, self.lat = False, None, None
 
 
-def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess_tokens: int | None = None):
+def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess_tokens: int | None = None,
+        speculate: str = "always"):
+    if speculate not in SPECULATE:
+        raise ValueError(f"speculate must be one of {', '.join(SPECULATE)}, got {speculate!r}")
+    always = speculate == "always"
     env, rng, row, steps = tr.env, tr.rng, tr.row, task.steps
     hits = side_rng(rng, 3)
     N = len(steps)
@@ -58,13 +67,15 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
         guess_tokens = st.output_tokens if spec_guess_tokens is None else min(spec_guess_tokens, st.output_tokens)
         yield from tr.call("weak", prefill, context, guess_tokens)
         f.guessed_at = env.now
-        if st.kind != "read":
+        if st.kind == "read":
+            f.lat = tr.tool_seconds(st)
+            if f.lat:
+                yield env.timeout(f.lat)
+        elif not (always and st.kind == "write"):  # a message's next state is the user's
             return
-        f.lat = tr.tool_seconds(st)
-        if f.lat:
-            yield env.timeout(f.lat)
-        # Run ahead: the result is back and the actor has not decided yet.
-        if lookahead and f.adopted and f.j + 1 < N and not f.strong.triggered:
+        # Run ahead on the guessed state: always (the public implementation; a guessed write's
+        # result is predicted, not executed), or only while the actor has not decided yet.
+        if lookahead and f.adopted and f.j + 1 < N and (always or not f.strong.triggered):
             j = f.j
             f.next = launch(j + 1, steps[j].output_tokens + st.observation_tokens, H[j],
                             steps[j].output_tokens + st.observation_tokens, H[j], speculative=True)
@@ -81,6 +92,8 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
     f = launch(0, H[0], 0, H[0], 0)
     for j, st in enumerate(steps):
         yield f.strong
+        if always and not f.guess.triggered:  # the loop waits for both
+            yield f.guess
         if st.kind == "read" and f.guessed_at is not None and f.hit:
             # The guessed call is the actor's call: wait for its result, if not back already.
             t0 = env.now

@@ -28,6 +28,7 @@ PER_TASK = {
     "weak_flops": "weak_flops",
     "flops": "flops",
     "strong_busy_s": "strong_busy_s",
+    "weak_busy_s": "weak_busy_s",
     "wall_s": "wall_s",
     "reviews_per_task": "reviews",
     "rejections_per_task": "rejections",
@@ -116,6 +117,8 @@ def summarize(rows, baseline: str = "strong-only", api_baseline: str = "cloud-st
         steps = col["committed_steps"]
         for c in ("hbm_bytes", "flops", "wall_s", "strong_hbm_bytes"):
             m[f"{c}_per_step"] = ratio_ci(col[c], steps)
+        if col["reviews"].sum() > 0:
+            m["steps_per_review"] = ratio_ci(steps, col["reviews"])
         if base is not None and [r["task_index"] for r in base] == [r["task_index"] for r in rs]:
             bcol = {c: np.array([r[c] for r in base], float) for c in RATIOS.values()}
             for metric, c in RATIOS.items():

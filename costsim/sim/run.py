@@ -48,7 +48,7 @@ class Scenario:
     # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
     false_accept: float = 0.0     # verifier errors of SpecAgent's reviews
     false_reject: float = 0.0
-    escalate_p: float | None = None       # AgentCollab no-progress rate (None: 1 - p_u, recorded verdicts)
+    escalate_p: float | None = None       # AgentCollab no-progress rate (None: its fitted default)
     escalation_span: int = 2              # AgentCollab: strong steps of the first escalation
     spec_hit_rate: float = 0.5            # Speculative Actions: weak guess = strong step
     self_spec_hit_rate: float = 0.66      # tool-call self-speculation Hit@1

@@ -1,15 +1,20 @@
 """What a trace looks like to SpecAgent: steps, tokens, context growth, chunks, reviews.
 
-Chunking (the recorded trajectory taken as the committed one, every draft accepted):
+Chunking (the recorded trajectory taken as the committed one, every draft accepted) follows a
+named rule, :data:`CHUNKINGS`. In all of them a ``read`` joins the current chunk and the K-th
+step ends it (end ``"K"``); a ``write`` ends the chunk and is held, so the chunk is reviewed
+(end ``"write"``); steps left at the end of a task form a last chunk (end ``"end"``). They
+differ in what a message to the user (``respond``, and the task's ``final`` answer) does:
 
-- a ``read`` joins the current chunk; the K-th consecutive read ends it, committed **without
-  review** (end ``"K"``);
-- a ``write`` ends the chunk and is held: the chunk is **reviewed** (end ``"write"``);
-- a ``respond``/``final`` step ends the chunk too, because the agent must wait for the user
-  (end ``"response"``). With ``hold="writes"`` (the paper's protocol, the default) the response
-  is sent unreviewed, so the chunk is committed without review; with
-  ``hold="writes+responses"`` (the paper's ablation) it is held and reviewed;
-- steps left at the end of a task form a last unreviewed chunk (end ``"end"``).
+- ``messages-end``: the message ends the chunk (the agent waits for the user) and is sent
+  unreviewed, so the chunk is committed without review (end ``"response"``);
+- ``messages-pass``: the message is sent at once and drafting goes on; a chunk that contains
+  a message is reviewed wherever it ends (it was not held: it is judged after the fact);
+- ``writes-only``: the message is sent and drafting goes on; only chunks that end in a held
+  write are reviewed;
+- ``writes+final``: as ``messages-end``, but the final answer is held and reviewed;
+- ``hold-messages``: every message ends the chunk and is held and reviewed (the paper's
+  ablation "holding also at user-facing responses").
 
 Lengths run 1..K. "Implied reviews" count reviewed chunks with every draft accepted: a lower
 bound, since each rejection starts one more chunk. Token sums are in the trace's tokens;
@@ -26,7 +31,12 @@ from dataclasses import dataclass
 
 from .schema import STEP_KINDS, Step, Task
 
-HOLDS = ("writes", "writes+responses")
+#: The chunking rules (see the module docstring).
+CHUNKINGS = ("messages-end", "messages-pass", "writes-only", "writes+final", "hold-messages")
+#: The rule whose strong calls come closest to the paper's on both tau² traces (Airline 3.1 /
+#: 13.8, Retail 3.1 / 13.1 at p_u = 0.85, K = 6): the table in docs/protocols.md, recomputed by
+#: tests/test_protocols_baselines.py::test_default_chunking_is_the_closest_to_the_paper.
+DEFAULT_CHUNKING = "writes+final"
 ENDS = ("write", "response", "K", "end")
 
 
@@ -39,42 +49,56 @@ class Chunk:
     end: str
 
 
-def _check(K: int, hold: str):
+def _check(K: int, chunking: str):
     from ..formulas import MAX_K
 
     if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= MAX_K:
         raise ValueError(f"K must be an integer in [1, {MAX_K}], got {K!r}")
-    if hold not in HOLDS:
-        raise ValueError(f"hold must be one of {', '.join(HOLDS)}, got {hold!r}")
+    check_chunking(chunking)
 
 
-def chunk_end(kind: str, n: int, K: int, hold: str = "writes"):
-    """Does a step of ``kind``, the n-th of its chunk, end the chunk — and is it held?
+def check_chunking(chunking: str) -> None:
+    if chunking not in CHUNKINGS:
+        raise ValueError(f"chunking must be one of {', '.join(CHUNKINGS)}, got {chunking!r}")
 
-    Returns ``(end, held)``: ``end`` is None (the chunk goes on) or the reason ("write",
-    "response", "K"); a held step is not executed before the chunk is reviewed. This is the one
-    definition of chunking: the SpecAgent protocol and these statistics both call it.
+
+def chunk_end(kind: str, n: int, K: int, chunking: str = DEFAULT_CHUNKING, messages: int = 0):
+    """Does a step of ``kind``, the n-th of its chunk, end the chunk; is it held; is the chunk
+    reviewed? ``messages``: messages to the user in the chunk so far, this step included.
+
+    Returns ``(end, held, reviewed)``: ``end`` is None (the chunk goes on) or the reason
+    ("write", "response", "K"); a held step is not executed before the chunk is reviewed;
+    ``reviewed`` also answers for a chunk the task's end cuts short here. This is the one
+    definition of chunking: the SpecAgent schedule and these statistics both call it.
     """
     if kind == "write":
-        return "write", True
-    if kind in ("respond", "final"):
-        return "response", hold == "writes+responses"
-    return ("K" if n >= K else None), False
+        return "write", True, True
+    passing = chunking in ("messages-pass", "writes-only")
+    review_sent = chunking == "messages-pass" and messages > 0  # a sent message, judged later
+    if kind == "respond" or kind == "final":
+        if not passing:
+            held = chunking == "hold-messages" or (kind == "final" and chunking == "writes+final")
+            return "response", held, held
+        if kind == "final":
+            return "response", False, review_sent
+    return ("K" if n >= K else None), False, review_sent
 
 
-def chunks(steps, K: int = 6, hold: str = "writes") -> list[Chunk]:
+def chunks(steps, K: int = 6, chunking: str = DEFAULT_CHUNKING) -> list[Chunk]:
     """The chunks SpecAgent drafts over ``steps`` (see the module docstring)."""
-    _check(K, hold)
+    _check(K, chunking)
     out: list[Chunk] = []
-    n = 0
+    n = messages = 0
+    reviewed = False
     for s in steps:
         n += 1
-        end, held = chunk_end(s.kind, n, K, hold)
+        messages += s.kind in ("respond", "final")
+        end, held, reviewed = chunk_end(s.kind, n, K, chunking, messages)
         if end:
-            out.append(Chunk(n, held, end))
-            n = 0
+            out.append(Chunk(n, reviewed, end))
+            n = messages = 0
     if n:
-        out.append(Chunk(n, False, "end"))
+        out.append(Chunk(n, reviewed, "end"))
     return out
 
 
@@ -101,11 +125,11 @@ def _kinds(steps) -> dict[str, int]:
     return {k: n.get(k, 0) for k in STEP_KINDS}
 
 
-def task_stats(task: Task, K: int = 6, hold: str = "writes") -> dict:
+def task_stats(task: Task, K: int = 6, chunking: str = DEFAULT_CHUNKING) -> dict:
     """Per-task figures: steps by kind, tokens, context growth, chunks, implied reviews."""
     steps = task.steps
     ctx = [s.context_tokens for s in steps if s.context_tokens >= 0]
-    ch = chunks(steps, K, hold)
+    ch = chunks(steps, K, chunking)
     return {
         "task_id": task.task_id,
         "steps": len(steps),
@@ -172,19 +196,19 @@ def tool_latency_stats(steps: list[Step]) -> dict | None:
             "by_tool": {t: summary(v) for t, v in sorted(by_tool.items())}}
 
 
-def trace_stats(tasks: list[Task], K: int = 6, hold: str = "writes") -> dict:
+def trace_stats(tasks: list[Task], K: int = 6, chunking: str = DEFAULT_CHUNKING) -> dict:
     """Per-file summary plus the per-task rows (``"tasks"``)."""
-    _check(K, hold)
-    rows = [task_stats(t, K, hold) for t in tasks]
+    _check(K, chunking)
+    rows = [task_stats(t, K, chunking) for t in tasks]
     steps = [s for t in tasks for s in t.steps]
-    all_chunks = [c for t in tasks for c in chunks(t.steps, K, hold)]
+    all_chunks = [c for t in tasks for c in chunks(t.steps, K, chunking)]
     reviews = [r["reviews"] for r in rows]
     n_est = Counter(f for s in steps for f in s.estimated_fields)
     from .fit import fit_tasks  # verdicts, when the trace has them
 
     fit = fit_tasks(tasks) if any(s.verdict is not None for s in steps) else None
     return {
-        "K": K, "hold": hold,
+        "K": K, "chunking": chunking,
         "tasks": len(tasks),
         "steps": len(steps),
         "kinds": _kinds(steps),
