@@ -4,7 +4,7 @@ A schedule decides which model calls and tool calls happen, in which order, and 
 after each review; it never touches SimPy, HTTP or a random number generator. Drivers give the
 commands their costs and answers:
 
-- :func:`costsim.sim.agent.drive`: the simulator (SimPy replicas, sampled verdicts);
+- :meth:`costsim.sim.agent.TaskRun.drive`: the simulator (SimPy replicas, sampled verdicts);
 - :mod:`costsim.sim.twin`: the exact twin (expected costs over every verdict branch);
 - :func:`costsim.live.validate.run_validation`: real endpoints.
 
@@ -70,45 +70,6 @@ class Boundary(NamedTuple):
 
     position: int
     state: tuple
-
-
-def drive(tr, schedule):
-    """Run ``schedule`` through a task-run handle: the simulator's driver.
-
-    ``tr`` is duck-typed (:class:`costsim.sim.agent.TaskRun`, which has a faster copy of this
-    loop, or a wrapper of one): ``call`` and ``execute`` return what to ``yield from`` (SimPy
-    events); :func:`answer` does the rest."""
-    send, value = schedule.send, None
-    while True:
-        try:
-            cmd = send(value)
-        except StopIteration:
-            return
-        kind = type(cmd)
-        if kind is Call:
-            value = yield from tr.call(*cmd)
-        elif kind is Execute:
-            value = yield from tr.execute(cmd.step)
-        else:
-            value = answer(tr, cmd)
-
-
-def answer(tr, cmd):
-    """The answer to a command that takes no time: ``tr.acceptance`` answers reviews, ``tr.row``
-    holds the counters, ``tr.rng`` is the task's random stream."""
-    kind = type(cmd)
-    if kind is Count:
-        tr.row[cmd.name] += cmd.n
-    elif kind is Review:
-        return tr.acceptance.accepted(cmd.steps)
-    elif kind is Stall:
-        return (tr.acceptance.accepted((cmd.step,)) == 0 if cmd.p is None
-                else cmd.p > 0 and tr.rng.random() < cmd.p)
-    elif kind is Redraw:
-        return tr.task.meta["redraw"](tr.rng, cmd.start, cmd.count)
-    elif kind is not Boundary:
-        raise TypeError(f"a schedule yielded {cmd!r}, not a command")
-    return None
 
 
 def process(schedule):

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from . import specagent, strong_only
 from ._rng import side_rng
-from .schedule import drive
 
 
 class SpeculatingRun:
@@ -45,7 +44,8 @@ class SpeculatingRun:
     def __getattr__(self, name):
         return getattr(self._tr, name)
 
-    drive = drive  # the generic driver: it calls this handle's call() and execute()
+    def drive(self, schedule, via=None):  # the commands go through this handle's call()
+        return self._tr.drive(schedule, via=via or self)
 
     def call(self, who, prefill, context, decode):
         tr = self._tr

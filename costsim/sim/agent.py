@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocols.schedule import Call, Count, Execute, answer
+from ..protocols.schedule import Boundary, Call, Count, Execute, Redraw, Review, Stall
 
 COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
 #: Per-task counters of the protocols beyond the paper's (zero where a protocol has no such
@@ -97,6 +97,10 @@ class TaskRun:
             yield self.env.timeout(rep.rtt_s)
         req = rep.submit(prefill, context, decode)
         yield req.done
+        self._charge(who, prefill, decode, req)
+        return req
+
+    def _charge(self, who, prefill, decode, req):
         row, (calls, pre, dec, hbm, flops, busy) = self.row, _KEYS[who]
         row[calls] += 1
         row[pre] += prefill
@@ -104,13 +108,14 @@ class TaskRun:
         row[hbm] += req.hbm_bytes
         row[flops] += req.flops
         row[busy] += req.busy_s
-        return req
 
-    def drive(self, schedule):
-        """Run ``schedule`` (:mod:`costsim.protocols.schedule`) on this task's replicas: as
-        :func:`~costsim.protocols.schedule.drive`, with the model call inlined (a generator
-        layer less per call is a tenth of the simulator's time)."""
-        send, value, row, execute = schedule.send, None, self.row, self.execute
+    def drive(self, schedule, via=None):
+        """Run ``schedule`` (:mod:`costsim.protocols.schedule`) on this task's replicas: the
+        simulator's driver. ``via``: a wrapper of this task run (speculation, API billing) whose
+        ``call`` and ``execute`` the commands go through; without one the model call is inlined
+        (a generator layer less per call is a tenth of the simulator's time)."""
+        h = via or self
+        send, value, row, call, execute = schedule.send, None, self.row, via and via.call, h.execute
         while True:
             try:
                 cmd = send(value)
@@ -118,27 +123,23 @@ class TaskRun:
                 return
             kind = type(cmd)
             if kind is Call:
+                if call:
+                    value = yield from call(*cmd)
+                    continue
                 who, prefill, context, decode = cmd
                 rep = self.strong if who == "strong" else self.weak
                 if rep.rtt_s:
                     yield self.env.timeout(rep.rtt_s)
-                req = rep.submit(prefill, context, decode)
-                yield req.done
-                calls, pre, dec, hbm, flops, busy = _KEYS[who]
-                row[calls] += 1
-                row[pre] += prefill
-                row[dec] += decode
-                row[hbm] += req.hbm_bytes
-                row[flops] += req.flops
-                row[busy] += req.busy_s
-                value = req
+                value = rep.submit(prefill, context, decode)
+                yield value.done
+                self._charge(who, prefill, decode, value)
             elif kind is Execute:
                 value = yield from execute(cmd.step)
             elif kind is Count:
                 row[cmd.name] += cmd.n
                 value = None
             else:
-                value = answer(self, cmd)
+                value = answer(h, cmd)
 
     def execute(self, step):
         """Run a step's side effect in the world: a tool call or a message to the user.
@@ -167,3 +168,21 @@ class TaskRun:
         for c in ("hbm_bytes", "flops"):
             row[c] = row[f"strong_{c}"] + row[f"weak_{c}"]
         return row
+
+
+def answer(tr, cmd):
+    """The answer to a command that takes no time: ``tr.acceptance`` answers reviews, ``tr.row``
+    holds the counters, ``tr.rng`` is the task's random stream."""
+    kind = type(cmd)
+    if kind is Count:
+        tr.row[cmd.name] += cmd.n
+    elif kind is Review:
+        return tr.acceptance.accepted(cmd.steps)
+    elif kind is Stall:
+        return (tr.acceptance.accepted((cmd.step,)) == 0 if cmd.p is None
+                else cmd.p > 0 and tr.rng.random() < cmd.p)
+    elif kind is Redraw:
+        return tr.task.meta["redraw"](tr.rng, cmd.start, cmd.count)
+    elif kind is not Boundary:
+        raise TypeError(f"a schedule yielded {cmd!r}, not a command")
+    return None

@@ -28,7 +28,6 @@ is near or above 1 even though remote calls, tokens and cost fall. The gain is r
 
 from __future__ import annotations
 
-from ..protocols.schedule import drive
 from .replica import Replica
 
 #: Assumed time to first token of a hosted strong model, seconds (the profiles carry none).
@@ -113,7 +112,8 @@ class BilledRun:
     def __getattr__(self, name):
         return getattr(self._tr, name)
 
-    drive = drive  # the generic driver: it calls this handle's call()
+    def drive(self, schedule, via=None):  # the commands go through this handle's call()
+        return self._tr.drive(schedule, via=via or self)
 
     def call(self, who, prefill, context, decode):
         tr = self._tr
