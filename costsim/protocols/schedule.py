@@ -86,3 +86,18 @@ def process(schedule):
     run.__signature__ = sig.replace(parameters=params)
     run.__name__, run.__doc__, run.__schedule__ = schedule.__name__, schedule.__doc__, schedule
     return run
+
+
+class Wrapper:
+    """A task-run handle around another (:class:`costsim.sim.agent.TaskRun` or a wrapper):
+    everything is the wrapped one's except what a subclass overrides; a schedule driven
+    through it (``wrapper.drive``) makes its calls through the subclass's ``call``."""
+
+    def __init__(self, tr):
+        self._tr = tr
+
+    def __getattr__(self, name):
+        return getattr(self._tr, name)
+
+    def drive(self, schedule, via=None):
+        return self._tr.drive(schedule, via=via or self)

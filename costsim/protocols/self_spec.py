@@ -28,24 +28,20 @@ from __future__ import annotations
 
 from . import specagent, strong_only
 from ._rng import side_rng
+from .schedule import Wrapper
 
 
-class SpeculatingRun:
+class SpeculatingRun(Wrapper):
     """A :class:`~costsim.sim.agent.TaskRun` seen by a protocol, with ``model``'s calls
     speculating their tool call. Everything else is the wrapped task run's."""
 
     def __init__(self, tr, model, hit_rate, suffix_tokens, call_tokens):
-        self._tr, self._model, self._hit = tr, model, float(hit_rate)
+        super().__init__(tr)
+        self._model, self._hit = model, float(hit_rate)
         self._suffix, self._tokens = int(suffix_tokens), int(call_tokens)
         self._spec = None   # {"at": time the prediction was out} for the last call, if any
         self._bg = []
         self._rng = side_rng(tr.rng, 2)  # hits; tool latencies stay on the task's stream
-
-    def __getattr__(self, name):
-        return getattr(self._tr, name)
-
-    def drive(self, schedule, via=None):  # the commands go through this handle's call()
-        return self._tr.drive(schedule, via=via or self)
 
     def call(self, who, prefill, context, decode):
         tr = self._tr

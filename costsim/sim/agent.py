@@ -97,10 +97,6 @@ class TaskRun:
             yield self.env.timeout(rep.rtt_s)
         req = rep.submit(prefill, context, decode)
         yield req.done
-        self._charge(who, prefill, decode, req)
-        return req
-
-    def _charge(self, who, prefill, decode, req):
         row, (calls, pre, dec, hbm, flops, busy) = self.row, _KEYS[who]
         row[calls] += 1
         row[pre] += prefill
@@ -108,14 +104,14 @@ class TaskRun:
         row[hbm] += req.hbm_bytes
         row[flops] += req.flops
         row[busy] += req.busy_s
+        return req
 
     def drive(self, schedule, via=None):
         """Run ``schedule`` (:mod:`costsim.protocols.schedule`) on this task's replicas: the
         simulator's driver. ``via``: a wrapper of this task run (speculation, API billing) whose
-        ``call`` and ``execute`` the commands go through; without one the model call is inlined
-        (a generator layer less per call is a tenth of the simulator's time)."""
+        ``call`` and ``execute`` the commands go through."""
         h = via or self
-        send, value, row, call, execute = schedule.send, None, self.row, via and via.call, h.execute
+        send, value, row, call, execute = schedule.send, None, self.row, h.call, h.execute
         while True:
             try:
                 cmd = send(value)
@@ -123,16 +119,7 @@ class TaskRun:
                 return
             kind = type(cmd)
             if kind is Call:
-                if call:
-                    value = yield from call(*cmd)
-                    continue
-                who, prefill, context, decode = cmd
-                rep = self.strong if who == "strong" else self.weak
-                if rep.rtt_s:
-                    yield self.env.timeout(rep.rtt_s)
-                value = rep.submit(prefill, context, decode)
-                yield value.done
-                self._charge(who, prefill, decode, value)
+                value = yield from call(*cmd)
             elif kind is Execute:
                 value = yield from execute(cmd.step)
             elif kind is Count:

@@ -28,6 +28,7 @@ is near or above 1 even though remote calls, tokens and cost fall. The gain is r
 
 from __future__ import annotations
 
+from ..protocols.schedule import Wrapper
 from .replica import Replica
 
 #: Assumed time to first token of a hosted strong model, seconds (the profiles carry none).
@@ -103,17 +104,12 @@ def replicas(env, sc):
     return strong, weak
 
 
-class BilledRun:
+class BilledRun(Wrapper):
     """A task run whose strong calls are billed at the API's prices into the row."""
 
     def __init__(self, tr):
-        self._tr, self._sent = tr, 0  # tokens the provider has received as input so far
-
-    def __getattr__(self, name):
-        return getattr(self._tr, name)
-
-    def drive(self, schedule, via=None):  # the commands go through this handle's call()
-        return self._tr.drive(schedule, via=via or self)
+        super().__init__(tr)
+        self._sent = 0  # tokens the provider has received as input so far
 
     def call(self, who, prefill, context, decode):
         tr = self._tr
