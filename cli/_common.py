@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -75,17 +76,47 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ()) -> None:
-    """Write ``data`` to ``path`` via a temporary file and rename; refuse to overwrite an input."""
-    path = check_output(path, inputs)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a normal file respects the umask
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``data`` to ``path`` atomically (:func:`costsim.resources.write_atomic`); refuse to
+    overwrite an input."""
+    from costsim.resources import write_atomic
+
+    write_atomic(check_output(path, inputs), data)
+
+
+class Progress:
+    """A progress bar on stderr when it is a terminal, nothing otherwise (no text in pipes and
+    logs). ``with Progress("label", total) as bar``: ``bar.advance(k)`` or ``bar.update(done,
+    total)``."""
+
+    def __init__(self, label: str, total: int | None = None, quiet: bool = False):
+        self.label, self.total, self.done, self.bar = label, total, 0, None
+        self.show = not quiet and sys.stderr.isatty()
+
+    def __enter__(self):
+        return self
+
+    def update(self, done: int, total: int | None = None):
+        self.advance(done - self.done, total)
+
+    def advance(self, k: int, total: int | None = None):
+        self.total = total or self.total
+        if self.show and self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
+
+            self.bar = Bar(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                           console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=self.total)
+        self.done += k
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, total=self.total)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+    def __exit__(self, *exc):
+        self.close()

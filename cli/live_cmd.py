@@ -5,13 +5,12 @@ httpx, numpy, scipy and xllamacpp are imported inside the commands, never at loa
 
 from __future__ import annotations
 
-import sys
 from contextlib import contextmanager
 from typing import Optional
 
 import typer
 
-from ._common import UserError, atomic_write, check_output, dumps
+from ._common import Progress, UserError, atomic_write, check_output, dumps
 
 _SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
 
@@ -114,34 +113,15 @@ def _endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=None, 
             signal.signal(signal.SIGTERM, old_term)
 
 
-class _Bar:
-    """A progress bar on stderr (click's; a plain label when stderr is not a terminal)."""
-
-    def __init__(self, label: str):
-        self.label, self.bar, self.last = label, None, 0
-
-    def __call__(self, done: int, total: int):
-        if self.bar is None:
-            self.bar = typer.progressbar(length=total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-        self.bar.update(done - self.last)
-        self.last = done
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-
-
 def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
                      probes_path, resume, label="calibrating"):
     from costsim.live.calibrate import CalibrationRunError, run_plan
 
-    bar = _Bar(label)
+    bar = Progress(label)
     try:
         return run_plan(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
                         max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
-                        probes_path=probes_path, resume=resume, progress=bar)
+                        probes_path=probes_path, resume=resume, progress=bar.update)
     except (CalibrationRunError, ValueError) as e:
         raise UserError(str(e)) from None
     finally:
@@ -314,9 +294,9 @@ def validate(
 
                 atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
                 src = f"a calibration in this run, saved to {save_calibration}"
-        bar = _Bar("validating")
+        bar = Progress("validating")
         try:
-            out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar)
+            out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar.update)
         except EndpointError as e:
             raise UserError(str(e)) from None
         except ValueError as e:

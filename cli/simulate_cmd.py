@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, atomic_write, check_output, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, Progress, UserError, atomic_write, check_output, dumps
 
 # Options shared by both commands (Typer reads them from each signature).
 P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
@@ -138,8 +138,9 @@ def _run(tasks, o: dict, inputs: tuple):
                       self_spec_hit_rate=o["self_spec_hit"], api=o["api"], api_ttft_s=o["api_ttft"],
                       api_output_tps=o["api_tps"], edge_device=o["edge_device"],
                       options=parse_options(o["option"]), calibration=calibration_fits(o["calibration"]), **kw)
-        with _progress(len(tasks) * len(sc.protocols), o["quiet"]) as advance:
-            rows, result = report(tasks, sc, advance)
+        total = len(tasks) * len(sc.protocols)
+        with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
+            rows, result = report(tasks, sc, bar.advance)
     except ValueError as e:
         raise UserError(str(e)) from None
     if o["out"]:
@@ -179,27 +180,6 @@ def parse_options(items) -> tuple:
             value = raw.strip()
         out.append((name, value))
     return tuple(out)
-
-
-class _progress:
-    """A rich progress bar on a terminal (stderr), nothing otherwise."""
-
-    def __init__(self, total, quiet):
-        self.total, self.show = total, (not quiet) and sys.stderr.isatty() and total >= 200
-
-    def __enter__(self):
-        if not self.show:
-            return None
-        from rich.progress import Progress
-
-        self.bar = Progress(transient=True, console=None)
-        self.bar.start()
-        task = self.bar.add_task("simulating", total=self.total)
-        return lambda k: self.bar.advance(task, k)
-
-    def __exit__(self, *exc):
-        if self.show:
-            self.bar.stop()
 
 
 def _check_table(path, inputs):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
-from ._common import UserError, check_output, dumps
+from ._common import Progress, UserError, check_output, dumps
 
 
 def sweep(
@@ -40,8 +39,8 @@ def sweep(
         if fresh:
             for p in (Path(out), *sw._parts_dir(out).glob("*.parquet")):
                 p.unlink(missing_ok=True)
-        with _Bar(len(cells), quiet) as advance:
-            result = sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=advance)
+        with Progress("sweep", len(cells), quiet) as bar:
+            result = sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=bar.advance)
     except (ValueError, ProfileError, OSError) as e:
         raise UserError(str(e)) from None
     if json_out:
@@ -49,26 +48,3 @@ def sweep(
     else:
         typer.echo(f"{result['cells']} cells ({result['computed']} computed, {result['skipped']} already done), "
                    f"{result['rows']} rows -> {result['out']}")
-
-
-class _Bar:
-    """A rich progress bar of cells on a terminal (stderr), nothing otherwise."""
-
-    def __init__(self, total, quiet):
-        self.total, self.show = total, (not quiet) and sys.stderr.isatty()
-
-    def __enter__(self):
-        if not self.show:
-            return None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            console=Console(stderr=True), transient=True)
-        self.bar.start()
-        task = self.bar.add_task("sweep", total=self.total)
-        return lambda k: self.bar.advance(task, k)
-
-    def __exit__(self, *exc):
-        if self.show:
-            self.bar.stop()

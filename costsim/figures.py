@@ -21,6 +21,7 @@ import numpy as np
 
 from . import formulas, roofline
 from .paper import TAU2_K, TAU2_P, published, tau2_benchmarks
+from .resources import write_atomic
 from .traces.stats import DEFAULT_CHUNKING
 
 #: Pass counting's v/d (predict's default): (1 prefill pass + 24 verdict tokens) / 340-token step.
@@ -61,15 +62,8 @@ def _save(fig, out: Path, stem: str) -> Path:
     fig.savefig(buf, format="png", metadata={"Software": None}, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     path = out / f"{stem}.png"
-    _write(path, buf.getvalue())
+    write_atomic(path, buf.getvalue())
     return path
-
-
-def _write(path: Path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
-    tmp.replace(path)
 
 
 def _csv(path: Path, header, rows):
@@ -78,7 +72,7 @@ def _csv(path: Path, header, rows):
             return "" if not math.isfinite(v) else f"{v:.6g}"
         return str(v)
     lines = [",".join(header)] + [",".join(cell(v) for v in r) for r in rows]
-    _write(path, "\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
 
 
 def _plain_log(ax, axis="y"):
@@ -600,7 +594,7 @@ def generate(out="figures", only=None, log=None) -> dict:
         if log:
             log(f"{f.file}.png  ({done[f.name]['seconds']:.1f} s)")
     if not only:
-        _write(out / "README.md", index(done))
+        write_atomic(out / "README.md", index(done))
     return done
 
 

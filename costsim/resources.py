@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from functools import cache
 from importlib import resources
 from importlib.abc import Traversable
@@ -50,3 +51,26 @@ def read_text(path) -> str:
             raise OSError(errno.EFBIG, f"larger than {MAX_INPUT_BYTES >> 20} MiB", str(path))
         data = f.read()
     return data.decode("utf-8-sig")
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file beside it and a
+    rename: a reader sees the old file or the new one, never a part. The one way costsim
+    writes a file; the new file has the permissions the umask gives."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a normal file respects the umask
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path

@@ -47,7 +47,8 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from .resources import read_text
+
+from .resources import read_text, write_atomic
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel")
@@ -178,9 +179,7 @@ def _parts_dir(out) -> Path:
 def _write_parquet(df, path: Path):
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, path)
+    write_atomic(path, buf.getvalue())
 
 
 def _finished(out) -> dict:

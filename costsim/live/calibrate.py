@@ -13,15 +13,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import random
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fit as _fit
 from . import metrics as _metrics
 from .client import Endpoint, EndpointError, public_url
+from ..resources import write_atomic
 from .plan import Probe, Workload, make_plan
 
 PROBES_VERSION = 1
@@ -29,22 +28,6 @@ PROBES_VERSION = 1
 
 class CalibrationRunError(RuntimeError):
     """A run that could not finish; one line, and the probes so far are saved."""
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 @dataclass
