@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import formulas, roofline
-from .paper import TAU2_K, TAU2_P, published, tau2_benchmarks
+from .paper import TAU2_K, TAU2_P, implied_strong_step_scale, published, tau2_benchmarks
 from .resources import write_atomic
 from .traces.stats import DEFAULT_CHUNKING
 
@@ -527,7 +527,8 @@ def fig_tau2_replay(out: Path) -> dict:
         reds[name] = red
         summary[name] = dict(tasks=len(so), strong_only=float(so.mean()), specagent=float(sa.mean()),
                              median_reduction=float(np.median(red)), paper=paper[name],
-                             steps_per_review=sum(q[4] for q in pts) / sum(q[3] for q in pts))
+                             steps_per_review=sum(q[4] for q in pts) / sum(q[3] for q in pts),
+                             thinking=implied_strong_step_scale(name))
         rows += [(name, tid, int(a), int(b)) for tid, a, b, _, _ in pts]
     xlim = max(max(q[1] for q in v) for v in data.values()) + 2
     ylim = max(max(q[2] for q in v) for v in data.values()) + 3
@@ -744,6 +745,15 @@ def index(done: dict) -> str:
         "The recorded path is replayed as committed. These agents' trajectories differ from the paper's (other",
         "agent models, acceptance not measured), so the comparison is of shape and size, not a check; the",
         "chunking rule is the one closest to the paper on both traces (`docs/protocols.md`).",
+        "",
+        "Wall time, SpecAgent / Strong-only (exact twin, same setting): "
+        + "; ".join(f"{k} {v['thinking']['wall_at_1']:.2f} against the paper's {v['thinking']['target_wall']}"
+                    for k, v in tau.items())
+        + ". Kappa is a ratio of *step* times: the paper's walls need the strong model to decode "
+        + " and ".join(f"{v['thinking']['scale']:.2f}x ({k})" if v['thinking']['scale'] else f"more than 64x ({k})"
+                       for k, v in tau.items())
+        + " the weak model's tokens per step it authors (a thinking strong model; repairs as long), under the",
+        "default deployments' decode speeds (`costsim.paper.implied_strong_step_scale`; `--option strong_step_scale=`).",
         "",
     ]
     return "\n".join(lines)

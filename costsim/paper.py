@@ -99,3 +99,36 @@ def fit_agentcollab_stall(tol: float = 0.002) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if agentcollab_calls_ratio(mid) < target else (lo, mid)
     return round((lo + hi) / 2, 3)
+
+
+def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K: int = TAU2_K) -> dict:
+    """How many times the weak model's tokens the strong model must decode per step it authors
+    (Strong-only's steps and SpecAgent's repairs: ``strong_step_scale`` = rho) for SpecAgent's
+    wall ratio on ``trace`` to be the paper's, under the default deployments (exact twin).
+
+    Kappa is a ratio of *step* times: a thinking strong model makes strong steps longer and
+    kappa smaller at the same decode speeds. Returns the scale (None where even 64x does not
+    reach the paper's wall), the wall ratio at scale 1, and the target."""
+    from .predict import deployments
+    from .sim import Scenario
+    from .sim.twin import ratios
+    from .traces import load
+
+    s, w = deployments()
+    tasks = [t for t in load(trace).tasks if t.steps]
+    target = tau2_benchmarks()[trace]["wall"]
+
+    def wall(scale):
+        sc = Scenario(strong=s, weak=w, p=p, K=K, rho=scale, protocols=("strong-only", "specagent"),
+                      options=(("strong_step_scale", scale),))
+        return ratios(tasks, sc)["specagent"]["wall_ratio"]
+
+    out = {"target_wall": target, "wall_at_1": wall(1.0), "scale": None}
+    lo, hi = 1.0, 64.0
+    if wall(hi) > target:
+        return out
+    while hi / lo > 1.01:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if wall(mid) > target else (lo, mid)
+    out["scale"] = (lo * hi) ** 0.5
+    return out

@@ -5,12 +5,17 @@ from .schedule import Call, Count, Execute, process
 _ONE_STEP = Count("committed_steps")  # made once: this loop runs once per simulated step
 
 
-def schedule(task, model: str = "strong"):
+def schedule(task, model: str = "strong", strong_step_scale: float = 1.0):
     """Each step: prefill what is new since the model's last call (the initial context, then the
-    previous step's observation), decode the step, execute it. Prefix caching keeps the rest."""
+    previous step's observation), decode the step, execute it. Prefix caching keeps the rest.
+
+    ``strong_step_scale``: tokens the strong model decodes for a step it authors, per token of
+    the recorded step (a thinking strong model: > 1); the thinking does not stay in the history.
+    The weak model decodes the recorded tokens."""
+    scale = strong_step_scale if model == "strong" else 1.0
     ctx, pending = 0, task.initial_context
     for st in task.steps:
-        yield Call(model, pending, ctx, st.output_tokens)
+        yield Call(model, pending, ctx, st.output_tokens if scale == 1.0 else int(round(scale * st.output_tokens)))
         ctx += pending + st.output_tokens
         yield Execute(st)
         pending = st.observation_tokens
