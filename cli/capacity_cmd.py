@@ -88,22 +88,15 @@ def capacity(
 
     from costsim import capacity as cap
 
-    from .simulate_cmd import calibration_fits
-    from costsim.predict import deployments
-    from costsim.sim import Latency, Scenario
+    from costsim.config import build_scenario
 
     try:
-        s, w = deployments(strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
-                           strong_gpus=strong_gpus, engine=engine, weak_engine=weak_engine,
-                           expert_parallel=expert_parallel)
         work = _tasks(traces, tasks, seed)
-        sc = Scenario(strong=s, weak=w, p=p_accept, K=K, p_dist=p_dist, protocols=names, rho=rho,
-                      verdict_tokens=verdict_tokens, tool_latency=Latency.parse(tool_latency), seed=seed,
-                      api=api, edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps,
-                      calibration=calibration_fits(calibration))
-        from costsim.sim.run import validate
-
-        validate(sc)
+        sc = build_scenario(dict(
+            strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device, strong_gpus=strong_gpus,
+            engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel, p=p_accept, K=K, p_dist=p_dist,
+            protocols=names, rho=rho, verdict_tokens=verdict_tokens, tool_latency=tool_latency, seed=seed, api=api,
+            edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps, calibration=calibration))
         res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
                        strong_price=strong_price, weak_price=weak_price)
     except ValueError as e:

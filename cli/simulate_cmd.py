@@ -116,28 +116,27 @@ def replay(
     _run(tasks, opts, inputs=tuple(traces))
 
 
+#: simulate/replay flag -> scenario setting (costsim.config), where the names differ.
+_SETTING = {"p_accept": "p", "network_rtt": "network_rtt_s", "spec_hit": "spec_hit_rate",
+            "self_spec_hit": "self_spec_hit_rate", "api_ttft": "api_ttft_s", "api_tps": "api_output_tps",
+            "option": "options"}
+_NOT_SETTINGS = ("traces", "tasks", "verdicts", "out", "json_out", "quiet")
+
+
+def _settings(o: dict) -> dict:
+    """The scenario settings among a command's parameters ``o``."""
+    import inspect
+
+    params = set(inspect.signature(simulate).parameters) | set(inspect.signature(replay).parameters)
+    return {_SETTING.get(k, k): v for k, v in o.items() if k in params and k not in _NOT_SETTINGS}
+
+
 def _run(tasks, o: dict, inputs: tuple):
-    from costsim.predict import deployments
-    from costsim.sim import Latency, Scenario
+    from costsim.config import build_scenario
     from costsim.sim.report import report
 
     try:
-        s, w = deployments(strong=o["strong"], weak=o["weak"], strong_device=o["strong_device"],
-                           weak_device=o["weak_device"], strong_gpus=o["strong_gpus"], engine=o["engine"],
-                           weak_engine=o["weak_engine"], expert_parallel=o["expert_parallel"])
-        names = tuple(x.strip() for x in o["protocols"].split(",") if x.strip()) if o["protocols"] else None
-        if names and any(n in API_BILLED for n in names) and "cloud-strong-only" not in names:
-            names += ("cloud-strong-only",)  # the baseline of the API cost and wall-time ratios
-        kw = {"protocols": names} if names else {}
-        sc = Scenario(strong=s, weak=w, p=o["p_accept"], K=o["K"], p_dist=o["p_dist"], sessions=o["sessions"],
-                      arrival_rate=o["arrival_rate"], seed=o["seed"], strong_replicas=o["strong_replicas"],
-                      weak_replicas=o["weak_replicas"], rho=o["rho"], verdict_tokens=o["verdict_tokens"],
-                      tool_latency=Latency.parse(o["tool_latency"]), network_rtt_s=o["network_rtt"],
-                      false_accept=o["false_accept"], false_reject=o["false_reject"], escalate_p=o["escalate_p"],
-                      escalation_span=o["escalation_span"], spec_hit_rate=o["spec_hit"],
-                      self_spec_hit_rate=o["self_spec_hit"], api=o["api"], api_ttft_s=o["api_ttft"],
-                      api_output_tps=o["api_tps"], edge_device=o["edge_device"],
-                      options=parse_options(o["option"]), calibration=calibration_fits(o["calibration"]), **kw)
+        sc = build_scenario(_settings(o))
         total = len(tasks) * len(sc.protocols)
         with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
             rows, result = report(tasks, sc, bar.advance)
@@ -146,40 +145,6 @@ def _run(tasks, o: dict, inputs: tuple):
     if o["out"]:
         _write_table(rows, o["out"], inputs)
     typer.echo(dumps(result) if o["json_out"] else render(result))
-
-
-API_BILLED = ("edge-cloud",)
-
-
-def calibration_fits(path):
-    """The measured endpoint fits of ``--calibration FILE`` for a Scenario (() without one)."""
-    if not path:
-        return ()
-    from costsim.calibration import CalibrationError, endpoint_fits, load_calibration
-
-    try:
-        return endpoint_fits(load_calibration(path))
-    except CalibrationError as e:
-        raise UserError(str(e)) from None
-
-
-def parse_options(items) -> tuple:
-    """``NAME=VALUE`` strings to ``((name, value), ...)``; values parsed as TOML scalars
-    (numbers, true/false, quoted or bare strings)."""
-    import tomllib
-
-    out = []
-    for item in items or ():
-        name, eq, raw = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not eq or not name.isidentifier():
-            raise ValueError(f"--option {item!r}: expected NAME=VALUE")
-        try:
-            value = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw.strip()
-        out.append((name, value))
-    return tuple(out)
 
 
 def _check_table(path, inputs):

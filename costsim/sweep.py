@@ -48,20 +48,10 @@ import os
 import tomllib
 from pathlib import Path
 
+from .config import DEPLOY_KEYS, LATENCY_KEYS, scenario_keys
 from .resources import read_text, write_atomic
 
-DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
-               "engine", "weak_engine", "expert_parallel")
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
-LATENCY_KEYS = ("tool_latency", "user_latency")
-
-
-def _scenario_keys() -> set[str]:
-    from dataclasses import fields
-
-    from .sim.run import Scenario
-
-    return {f.name for f in fields(Scenario)} - {"strong", "weak", "tool_latency", "user_latency", "options"}
 
 
 def load_grid(path) -> list[dict]:
@@ -79,7 +69,7 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
     if unknown:
         raise ValueError(f"{origin}: unknown table(s) {', '.join(sorted(unknown))}; expected [base] and [grid]")
     base, grid = dict(data.get("base", {})), dict(data.get("grid", {}))
-    allowed = _scenario_keys() | set(DEPLOY_KEYS) | set(TASK_KEYS) | set(LATENCY_KEYS) | {"options"}
+    allowed = scenario_keys() | set(DEPLOY_KEYS) | set(TASK_KEYS) | set(LATENCY_KEYS) | {"options", "protocols", "calibration"}
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
             raise ValueError(f"{origin}: grid.{k} must be a non-empty list")
@@ -106,31 +96,9 @@ def cell_id(cell: dict) -> str:
 
 
 def _scenario(cell: dict):
-    from .predict import deployments
-    from .sim.agent import Latency
-    from .sim.run import Scenario, validate
+    from .config import build_scenario
 
-    sc_keys = _scenario_keys()
-    kw = {k: v for k, v in cell.items() if k in sc_keys}
-    if "protocols" in kw:
-        names = tuple([kw["protocols"]] if isinstance(kw["protocols"], str) else kw["protocols"])
-        if "edge-cloud" in names and "cloud-strong-only" not in names:
-            names += ("cloud-strong-only",)  # the baseline of the API ratios
-        kw["protocols"] = names
-    for k in LATENCY_KEYS:
-        if k in cell:
-            kw[k] = Latency.parse(cell[k])
-    if "options" in cell:
-        if not isinstance(cell["options"], dict):
-            raise ValueError("options must be a table of protocol options")
-        kw["options"] = tuple(sorted(cell["options"].items()))
-    s, w = deployments(**{k: cell[k] for k in DEPLOY_KEYS if k in cell})
-    try:
-        sc = Scenario(strong=s, weak=w, **kw)
-    except TypeError as e:
-        raise ValueError(str(e)) from None
-    validate(sc)
-    return sc
+    return build_scenario({k: v for k, v in cell.items() if k not in TASK_KEYS})
 
 
 def _tasks(cell: dict):

@@ -1,0 +1,98 @@
+"""One scenario from settings: what `simulate`, `replay`, `capacity` and `sweep` all build.
+
+Settings are plain values keyed by :class:`costsim.sim.Scenario` field names, plus the
+deployment keys of :func:`costsim.predict.deployments` (:data:`DEPLOY_KEYS`), latencies as the
+strings :meth:`costsim.sim.Latency.parse` reads, ``protocols`` as names (a comma-separated
+string or a list), ``options`` as a table or ``NAME=VALUE`` strings (values read as TOML
+scalars), and ``calibration`` as the path of a `costsim calibrate` file. Defaults are the
+Scenario's and the deployments' own: nothing is defaulted here.
+"""
+
+from __future__ import annotations
+
+DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
+               "engine", "weak_engine", "expert_parallel")
+LATENCY_KEYS = ("tool_latency", "user_latency")
+#: The baseline protocol added to a run that asks for a protocol billed by an API.
+API_BILLED = {"edge-cloud": "cloud-strong-only"}
+
+
+def scenario_keys() -> set[str]:
+    """The settings that are Scenario fields taken as they are."""
+    from dataclasses import fields
+
+    from .sim.run import Scenario
+
+    return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", *LATENCY_KEYS}
+
+
+def build_scenario(settings: dict):
+    """The validated :class:`~costsim.sim.Scenario` of ``settings`` (None values: the default).
+    ValueError (one line) for anything wrong; unknown keys are refused."""
+    from .predict import deployments
+    from .sim.agent import Latency
+    from .sim.run import Scenario, validate
+
+    settings = {k: v for k, v in settings.items() if v is not None}
+    known = scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+    kw = {k: v for k, v in settings.items() if k in scenario_keys()}
+    if "protocols" in settings:
+        names = settings["protocols"]
+        names = tuple(x.strip() for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)
+        if names:
+            kw["protocols"] = names + tuple(API_BILLED[n] for n in names if n in API_BILLED and API_BILLED[n] not in names)
+    for k in LATENCY_KEYS:
+        if k in settings:
+            kw[k] = Latency.parse(settings[k])
+    if "options" in settings:
+        kw["options"] = parse_options(settings["options"])
+    if "calibration" in settings:
+        kw["calibration"] = calibration_fits(settings["calibration"])
+    strong, weak = deployments(**{k: settings[k] for k in DEPLOY_KEYS if k in settings})
+    try:
+        sc = Scenario(strong=strong, weak=weak, **kw)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    validate(sc)
+    return sc
+
+
+def parse_options(options) -> tuple:
+    """Protocol options as ``((name, value), ...)``, sorted by name: from a table, or from
+    ``NAME=VALUE`` strings whose values are TOML scalars (numbers, true/false, quoted or bare
+    strings)."""
+    import tomllib
+
+    if isinstance(options, dict):
+        return tuple(sorted(options.items()))
+    if isinstance(options, tuple) and all(isinstance(o, tuple) for o in options):
+        return options
+    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        raise ValueError("options must be a table of protocol options")
+    out = []
+    for item in options:
+        name, eq, raw = str(item).partition("=")
+        name = name.strip().replace("-", "_")
+        if not eq or not name.isidentifier():
+            raise ValueError(f"--option {item!r}: expected NAME=VALUE")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        out.append((name, value))
+    return tuple(out)
+
+
+def calibration_fits(path) -> tuple:
+    """The measured endpoint fits of a calibration file for a Scenario (() without one)."""
+    if not path:
+        return ()
+    from .calibration import CalibrationError, endpoint_fits, load_calibration
+
+    try:
+        return endpoint_fits(load_calibration(path))
+    except CalibrationError as e:
+        raise ValueError(str(e)) from None
