@@ -408,5 +408,5 @@ def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
         "pool (weights and the engine's reserve taken out: costsim.memory), others wait in FIFO order"
         if sc.kv_cap else "memory: the KV pool is not enforced (kv_cap off)",
         "cost: every replica is paid by the hour, busy or idle; GPU prices from the hardware profiles "
-        "(RunPod on-demand, dated in each file) unless given",
+        "(on-demand list prices, each with its source and date: `costsim hardware show`) unless given",
     ]

@@ -183,7 +183,15 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     assert c["gpu_hours_per_1k_tasks"] == pytest.approx(5 * hours)
     assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.49)
     assert "h100-sxm.toml" in c["price_sources"]["strong"]
+    from dataclasses import replace
+
     s20, w20 = deps("h20")
+    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0)  # priced: CompShare's list price
+    assert c["cost_per_1k_tasks"] == pytest.approx(2 * 1000 / 3600 * 1.06)
+
+    def unpriced(d):
+        return replace(d, device=replace(d.device, price_per_hour_usd=None))
+    s20, w20 = unpriced(s20), unpriced(w20)
     c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0)
     assert c["cost_per_1k_tasks"] is None and "h20" in c["cost_note"]
     c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0, strong_price=2.0, weak_price=1.0)
