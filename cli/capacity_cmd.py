@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from costsim.config import WORKLOAD
+
 from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
 
 _RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
@@ -41,7 +43,7 @@ def capacity(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
     latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
     p_accept: float = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
-    K: int = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
     protocols: str = typer.Option("strong-only,specagent", "--protocols", help="Comma-separated protocols to plan."),
     strong: Optional[str] = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b]."),
     weak: Optional[str] = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b]."),
@@ -54,8 +56,8 @@ def capacity(
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
-    rho: float = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
-    verdict_tokens: int = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict."),
+    rho: float = typer.Option(WORKLOAD.rho, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
+    verdict_tokens: int = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict."),
     tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times)."),
     api: Optional[str] = typer.Option(None, "--api", help="edge-cloud protocols: API profile of the strong model [qwen3.5-397b-a17b]; priced per token."),
     edge_device: Optional[str] = typer.Option(None, "--edge-device", help="edge-cloud protocols: the weak model's device [rtx-5090]."),

@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from costsim.config import WORKLOAD
+
 from ._common import Progress, UserError, atomic_write, check_output, dumps
 
 _SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
@@ -136,7 +138,7 @@ def calibrate(
     api_key_env: Optional[str] = _KEY["both"],
     weak_api_key_env: Optional[str] = _KEY["weak"],
     strong_api_key_env: Optional[str] = _KEY["strong"],
-    K: int = typer.Option(6, "--K", "-K", help="Chunk size the ratios are for (the chunk prefill is K (d + o) tokens)."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size the ratios are for (the chunk prefill is K (d + o) tokens)."),
     step_tokens: Optional[int] = _S["step_tokens"],
     obs_tokens: Optional[int] = _S["obs_tokens"],
     verdict_tokens: Optional[int] = _S["verdict_tokens"],
@@ -243,7 +245,7 @@ def validate(
     local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u used to draw review outcomes."),
-    K: int = typer.Option(6, "--K", "-K", help="Chunk size: steps drafted per review."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: steps drafted per review."),
     tasks: Optional[int] = typer.Option(None, "--tasks", help="Tasks to run under each protocol [20; 8 with --local]."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Committed steps per task [12; 6 with --local]."),
     step_tokens: Optional[int] = _S["step_tokens"],

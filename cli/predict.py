@@ -6,12 +6,14 @@ from typing import Optional
 
 import typer
 
+from costsim.config import WORKLOAD
+
 from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
 
 
 def predict(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
-    K: int = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
     steps: Optional[float] = typer.Option(None, help="Committed steps per task [default 13.8: the paper's tau² Airline]."),
     v_over_d: Optional[float] = typer.Option(None, "--v-over-d", help="Strong passes per verification / per authored step."),
     rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of d."),

@@ -7,11 +7,13 @@ from typing import List, Optional
 
 import typer
 
+from costsim.config import WORKLOAD
+
 from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, Progress, UserError, atomic_write, check_output, dumps
 
 # Options shared by both commands (Typer reads them from each signature).
 P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
-K_ = typer.Option(6, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")
+K_ = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")
 PDIST = typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")
 PROTOS = typer.Option(None, "--protocols", help=(
     "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
@@ -27,8 +29,8 @@ WDEV = typer.Option(None, "--weak-device", help="Weak device [h20].")
 SGPUS = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")
 SREP = typer.Option(1, "--strong-replicas", help="Strong replicas.")
 WREP = typer.Option(1, "--weak-replicas", help="Weak replicas.")
-RHO = typer.Option(1.0, "--rho", help="Repair tokens per rejection, in units of the step's tokens.")
-VERDICT = typer.Option(24, "--verdict-tokens", help="Tokens of a verdict.")
+RHO = typer.Option(WORKLOAD.rho, "--rho", help="Repair tokens per rejection, in units of the step's tokens.")
+VERDICT = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict.")
 TOOL = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")
 RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")
 OUT = typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")

@@ -11,6 +11,8 @@ from typing import List, Optional
 
 import typer
 
+from costsim.config import WORKLOAD
+
 from ._common import UserError, atomic_write, check_output, dumps
 
 traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
@@ -183,7 +185,7 @@ def _print_stats(name: str, s: dict, per_task: bool):
 @traces_app.command("stats")
 def stats_cmd(
     traces: List[str] = typer.Argument(..., help="Trace files (JSONL) or shipped trace names (see `costsim traces list`)."),
-    K: int = typer.Option(6, "--K", "-K", min=1, help="SpecAgent chunk size: K consecutive reads commit without review."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", min=1, help="SpecAgent chunk size: K consecutive reads commit without review."),
     chunking: Optional[str] = typer.Option(None, "--chunking", help="SpecAgent's chunking rule: messages-end, messages-pass, writes-only, writes+final or hold-messages (docs/protocols.md) [writes+final]."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     per_task: bool = typer.Option(True, "--tasks/--no-tasks", help="Per-task rows in the text output."),

@@ -10,6 +10,34 @@ Scenario's and the deployments' own: nothing is defaulted here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The workload shape every command assumes when the user gives none (each with its
+    source in :data:`WORKLOAD_SOURCES`); tokens per step, per observation, per verdict."""
+
+    steps_per_task: float = 13.8
+    step_tokens: float = 340.0
+    obs_tokens: float = 175.0
+    context_tokens: float = 7720.0
+    verdict_tokens: float = 24.0
+    K: int = 6
+    rho: float = 1.0
+
+
+WORKLOAD = Workload()
+WORKLOAD_SOURCES = {
+    "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
+    "step_tokens": "median completion tokens per agent call, shipped tau² Airline trace",
+    "obs_tokens": "median tool-result tokens (chars/4), shipped tau² Airline trace",
+    "context_tokens": "median prompt tokens per agent call, shipped tau² Airline trace",
+    "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
+    "K": "paper: the chunk size of its tau² runs",
+    "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
+}
+
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel")
 LATENCY_KEYS = ("tool_latency", "user_latency")

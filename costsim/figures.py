@@ -20,13 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from . import formulas, roofline
+from .config import WORKLOAD
 from .paper import TAU2_K, TAU2_P, implied_strong_step_scale, tau2_benchmarks
 from .resources import write_atomic
 from .traces.stats import DEFAULT_CHUNKING
 
 #: Pass counting's v/d (predict's default): (1 prefill pass + 24 verdict tokens) / 340-token step.
-STEP_TOKENS, VERDICT_TOKENS = 340.0, 24.0
-VD_PASSES = (1.0 + VERDICT_TOKENS) / STEP_TOKENS
+STEP_TOKENS, VERDICT_TOKENS = WORKLOAD.step_tokens, WORKLOAD.verdict_tokens
+VD_PASSES = float(formulas.v_over_d_passes(VERDICT_TOKENS, STEP_TOKENS))
 
 
 @dataclass(frozen=True)
@@ -392,7 +393,7 @@ def fig_pass_counting(out: Path) -> dict:
         s, w = deployments(strong_device=dev, weak_device=dev)
         for o, c in zip(obs, COLORS):
             pp = roofline.protocol_parameters(s, w, lengths, STEP_TOKENS, o, VERDICT_TOKENS, 1.0,
-                                              DEFAULTS.context_tokens, DEFAULTS.batch, DEFAULTS.batch)
+                                              WORKLOAD.context_tokens, DEFAULTS.batch, DEFAULTS.batch)
             vd = pp.v_over_d["time"]
             axes[0].plot(lengths, vd, color=c, ls=ls, marker="o" if dev == "h20" else None, ms=4, lw=1.6,
                          label=f"roofline, {dev.upper()}, {o}-token observations")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "v_over_d_passes",
     "commits_per_review",
     "weak_steps_per_commit",
     "reject_probability",
@@ -48,6 +49,12 @@ MAX_K = 1024
 
 def _arr(x):
     return np.asarray(x, dtype=float)
+
+
+def v_over_d_passes(verdict_tokens, step_tokens):
+    """The paper's pass counting of v/d: a verification is one prefill pass plus one pass per
+    verdict token, an authored step one pass per token."""
+    return (1.0 + _arr(verdict_tokens)) / _arr(step_tokens)
 
 
 def commits_per_review(p, n):

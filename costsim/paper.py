@@ -12,11 +12,12 @@ import math
 import tomllib
 from functools import lru_cache
 
+from .config import WORKLOAD
 from .resources import data_dir
 
 #: The setting of the paper's tau² comparisons as costsim replays them: p_u (not published:
 #: the traces carry no verdicts) and K (the paper's).
-TAU2_P, TAU2_K = 0.85, 6
+TAU2_P, TAU2_K = 0.85, WORKLOAD.K
 
 
 @lru_cache(maxsize=None)
@@ -136,9 +137,6 @@ def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K:
 
 # --- the predicted-versus-observed model -------------------------------------------------------
 
-#: Step and verdict tokens of the paper's workload (its defaults: costsim.predict), for the
-#: decoded-token share.
-STEP_TOKENS, VERDICT_TOKENS = 340.0, 24.0
 
 
 def chunk_model(p: float, q: float, b: dict, v_over_d: float, rho: float, omega: float, kappa: float = 0.0) -> dict:
@@ -164,7 +162,7 @@ def chunk_model(p: float, q: float, b: dict, v_over_d: float, rho: float, omega:
     return {"strong calls (SA/SO)": (reviews + (rejections if separate else 0.0)) / commits,
             "strong share R": R, "HBM-read fraction": R + omega * weak, "wall-time fraction": R + kappa * weak,
             "reviews that reject": rejections / reviews,
-            "decoded strong tokens (SA/SO)": (VERDICT_TOKENS * reviews + r * STEP_TOKENS * rejections) / (STEP_TOKENS * commits),
+            "decoded strong tokens (SA/SO)": (WORKLOAD.verdict_tokens * reviews + r * WORKLOAD.step_tokens * rejections) / (WORKLOAD.step_tokens * commits),
             "weak steps per commit": weak, "steps per review": commits / reviews}
 
 

@@ -13,20 +13,15 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
+from .config import WORKLOAD, WORKLOAD_SOURCES
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import DEFAULT_ENGINE, Deployment, check_dtype, load_device, load_engine, load_model
 
 
 @dataclass(frozen=True)
 class Defaults:
-    """Workload shape when the user gives none, with where each number comes from."""
+    """The deployment when the user gives none (the workload's defaults: costsim.config)."""
 
-    steps_per_task: float = 13.8
-    step_tokens: float = 340.0
-    obs_tokens: float = 175.0
-    context_tokens: float = 7720.0
-    verdict_tokens: float = 24.0
-    rho: float = 1.0
     batch: int = 16
     strong: str = "qwen3.5-397b-a17b"
     weak: str = "qwen3.5-4b"
@@ -38,12 +33,7 @@ class Defaults:
 
 DEFAULTS = Defaults()
 SOURCES = {
-    "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
-    "step_tokens": "median completion tokens per agent call, shipped tau² Airline trace",
-    "obs_tokens": "median tool-result tokens (chars/4), shipped tau² Airline trace",
-    "context_tokens": "median prompt tokens per agent call, shipped tau² Airline trace",
-    "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
-    "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
+    **WORKLOAD_SOURCES,
     "batch": "assumption: 16 concurrent sessions per replica",
     "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
     "engine": "assumption: both models served by vLLM, the engine the paper's setting names",
@@ -100,7 +90,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     """
     d = DEFAULTS
     batch = d.batch if batch is None else batch
-    steps = d.steps_per_task if steps is None else steps
+    steps = WORKLOAD.steps_per_task if steps is None else steps
     _validate(p, K, write_rate, batch, steps, dict(v_over_d=v_over_d, rho=rho, kappa=kappa,
                                                    step_tokens=step_tokens, obs_tokens=obs_tokens,
                                                    context_tokens=context_tokens, verdict_tokens=verdict_tokens))
@@ -118,7 +108,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
 
     cal = load_calibration(calibration) if calibration else None
     cr = cal.ratios if cal else {}
-    tok = {k: pick(k, v, None, getattr(d, k), "default: " + SOURCES[k]) for k, v in
+    tok = {k: pick(k, v, None, getattr(WORKLOAD, k), "default: " + SOURCES[k]) for k, v in
            dict(step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,
                 verdict_tokens=verdict_tokens).items()}
     strong, weak = deployments(**deploy)
@@ -126,15 +116,15 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         require_fits(dep, batch, tok["context_tokens"])
     lengths = np.arange(1, K + 1)
     pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
-                                      tok["verdict_tokens"], rho if rho is not None else d.rho,
+                                      tok["verdict_tokens"], rho if rho is not None else WORKLOAD.rho,
                                       tok["context_tokens"], strong_batch=batch, weak_batch=batch)
 
     # Pass counting (the paper): a verification is one prefill pass plus one pass per verdict
     # token; an authored step is d̄ passes.
-    vd_passes = (1.0 + tok["verdict_tokens"]) / tok["step_tokens"]
+    vd_passes = float(formulas.v_over_d_passes(tok["verdict_tokens"], tok["step_tokens"]))
     vd = pick("v_over_d", v_over_d, cr.get("v_over_d"), vd_passes,
               f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {tok['step_tokens']:g}-token step")
-    rho_ = pick("rho", rho, cr.get("rho"), d.rho, "default: " + SOURCES["rho"])
+    rho_ = pick("rho", rho, cr.get("rho"), WORKLOAD.rho, "default: " + SOURCES["rho"])
     kap = pick("kappa", kappa, cr.get("kappa"), pp.kappa,
                f"roofline ({strong.engine.name} strong, {weak.engine.name} weak): weak step "
                f"{float(pp.weak_step.seconds):.3g} s / strong step {float(pp.strong_step.seconds):.3g} s at batch {batch}")

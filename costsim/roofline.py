@@ -63,6 +63,19 @@ class Cost:
 _FIELDS = ("seconds", "hbm_bytes", "flops", "compute_s", "memory_s")
 
 
+def attention_pairs(tokens, context):
+    """Query-key pairs of prefilling ``tokens`` new tokens after ``context`` cached ones: each
+    new token attends to the context and, causally, to half the new ones (the FLOPs of
+    attention and what a prefill reads of the KV cache scale with it)."""
+    return tokens * (context + tokens / 2.0)
+
+
+def context_sum(iterations, first_context):
+    """Sum of one sequence's context over ``iterations`` decode iterations that start at
+    ``first_context`` and grow by one token each: what its attention reads in them."""
+    return iterations * first_context + iterations * (iterations - 1) / 2.0
+
+
 @dataclass(frozen=True)
 class Coefficients:
     """The roofline of one deployment reduced to constants: the single place its formula lives.
@@ -109,7 +122,7 @@ class Coefficients:
         """:meth:`terms` of one iteration prefilling ``tokens`` new tokens after ``context``
         cached ones: each new token attends to the context and, causally, to half the new ones."""
         busy = tokens > 0
-        return self.terms(tokens, tokens * (context + tokens / 2.0), context * busy, busy * 1.0)
+        return self.terms(tokens, attention_pairs(tokens, context), context * busy, busy * 1.0)
 
     def solo_call(self, prefill: int, context: int, decode: int, token_budget: int) -> tuple:
         """``(seconds, hbm_bytes, flops)`` of one call on an otherwise idle replica: its prefill
@@ -238,8 +251,7 @@ def iteration(dep: Deployment, decode_batch=0, decode_context=0, prefill_tokens=
     """Cost of one engine iteration mixing a prefill chunk and a decode batch."""
     B, Cd = np.asarray(decode_batch, float), np.asarray(decode_context, float)
     T, Cp = np.asarray(prefill_tokens, float), np.asarray(prefill_context, float)
-    # Prefill attends each new token to the context and, causally, to half the new tokens.
-    pairs = B * Cd + T * (Cp + T / 2.0)
+    pairs = B * Cd + attention_pairs(T, Cp)
     kv_read = B * Cd + Cp * (T > 0)
     return coefficients(dep).cost(B + T, pairs, kv_read, B + (T > 0))
 

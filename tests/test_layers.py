@@ -56,3 +56,45 @@ def test_the_layer_check_sees_relative_imports():
     # A protocol module importing the simulator by a relative import is caught.
     src = ROOT / "costsim" / "protocols" / "specagent.py"
     assert "costsim.traces.stats" in set(_imports("costsim.protocols.specagent", src, False))
+
+
+# --- one definition of each derived quantity --------------------------------------------------
+
+
+def _is_half(node) -> bool:
+    """``x / 2`` or ``x / 2.0``."""
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
+            and node.right.value == 2)
+
+
+def _rederivations(tree):
+    """Where a module computes what formulas/roofline define: the prefill's attention pairs
+    ``t * (c + t / 2)`` (roofline.attention_pairs) and the pass-counted v/d ``(1 + verdict) / d``
+    (formulas.v_over_d_passes)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.BinOp):
+            continue
+        if (isinstance(node.op, ast.Mult) and isinstance(node.right, ast.BinOp) and isinstance(node.right.op, ast.Add)
+                and _is_half(node.right.right)):
+            yield node.lineno, "attention pairs t * (c + t / 2): use roofline.attention_pairs"
+        if (isinstance(node.op, ast.Div) and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Add)
+                and isinstance(node.left.left, ast.Constant) and node.left.left.value == 1
+                and "verdict" in ast.unparse(node.left.right)):
+            yield node.lineno, "pass-counted v/d (1 + verdict) / d: use formulas.v_over_d_passes"
+
+
+OWNERS = {"costsim.formulas", "costsim.roofline"}
+
+
+@pytest.mark.parametrize("name,path,is_package", [m for m in _modules() if m[0] not in OWNERS],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_no_module_rederives_a_quantity_formulas_or_roofline_define(name, path, is_package):
+    found = list(_rederivations(ast.parse(path.read_text())))
+    assert not found, f"{name}: {found}"
+
+
+def test_the_single_definition_check_finds_a_rederivation():
+    bad = ast.parse("pairs = t * (ctx + t / 2.0)\nvd = (1.0 + verdict_tokens) / d\n")
+    assert [why.split(" ")[0] for _, why in _rederivations(bad)] == ["attention", "pass-counted"]
+    owners = {m[0]: m[1] for m in _modules() if m[0] in OWNERS}
+    assert any(_rederivations(ast.parse(owners["costsim.roofline"].read_text())))

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import formulas
+
 PARAMS = ("overhead_s", "prefill_s_per_token", "decode_s_per_token")
 
 
@@ -148,7 +150,7 @@ def derive_ratios(fw: EndpointFit, fs: EndpointFit, w, draws: int = 4000, seed: 
     return {
         "time": point,
         "time_ci95": ci,
-        "passes": {"v_over_d": (1.0 + w.verdict_tokens) / d, "rho": w.repair / d},
+        "passes": {"v_over_d": float(formulas.v_over_d_passes(w.verdict_tokens, d)), "rho": w.repair / d},
         "seconds": {"strong_step": Ts, "weak_step": float(fw.time(w.obs_tokens, d)), "verify": Tv,
                     "repair": fs.decode_s_per_token * w.repair},
         # How many weight-pass times (decode iterations) the verification prefill really costs:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
+from ..config import WORKLOAD
+
 ROLES = ("weak", "strong")
 
 
@@ -26,10 +28,10 @@ ROLES = ("weak", "strong")
 class Workload:
     """The user's typical shapes, in tokens: what kappa, v/d and rho are evaluated at."""
 
-    step_tokens: int = 340        # d: tokens of one agent step
-    obs_tokens: int = 175         # o: tokens of one tool observation
-    verdict_tokens: int = 24      # tokens of a verdict (j, short reason)
-    K: int = 6                    # steps in a reviewed chunk
+    step_tokens: int = int(WORKLOAD.step_tokens)        # d: tokens of one agent step
+    obs_tokens: int = int(WORKLOAD.obs_tokens)          # o: tokens of one tool observation
+    verdict_tokens: int = int(WORKLOAD.verdict_tokens)  # tokens of a verdict (j, short reason)
+    K: int = WORKLOAD.K                                 # steps in a reviewed chunk
     chunk_tokens: int | None = None   # verification prefill; default K * (d + o)
     repair_tokens: int | None = None  # fused replacement step; default d
 

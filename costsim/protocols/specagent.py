@@ -22,6 +22,7 @@ replaced by the strong model's repair of position i.
 
 from __future__ import annotations
 
+from ..config import WORKLOAD
 from ..traces.stats import DEFAULT_CHUNKING, check_chunking, chunk_end
 from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
 
@@ -29,8 +30,9 @@ from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
 
 
-def schedule(task, K: int = 6, chunking: str = DEFAULT_CHUNKING, review: str = "held", repair: str = "fused",
-             rho: float = 1.0, verdict_tokens: int = 24, correction_tokens: int = 64, start: tuple | None = None):
+def schedule(task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING, review: str = "held", repair: str = "fused",
+             rho: float = WORKLOAD.rho, verdict_tokens: int = int(WORKLOAD.verdict_tokens), correction_tokens: int = 64,
+             start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens."""
     check_chunking(chunking)

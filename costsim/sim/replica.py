@@ -34,7 +34,7 @@ from simpy import Event, Timeout
 
 from ..memory import DoesNotFit, kv_pool_bytes, state_bytes
 from ..profiles import Deployment
-from ..roofline import coefficients
+from ..roofline import attention_pairs, coefficients, context_sum
 
 
 class Request:
@@ -157,7 +157,7 @@ class Replica:
                 t = min(req.prefill_left, budget)
                 ep.chunks.append((req, t))
                 T += t
-                pairs += t * (req.context + t / 2.0)
+                pairs += attention_pairs(t, req.context)
                 kv_read += req.context if t else 0
                 budget -= t
                 seats -= 1
@@ -301,7 +301,7 @@ class Replica:
         kvb, fpt, fpp, sqb = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair, coef.seq_bytes
         for r, t in ep.chunks:
             r.hbm_bytes += wshare * t + kvb * ((r.context if t else 0) + t) + sqb
-            r.flops += fpt * t + fpp * t * (r.context + t / 2.0)
+            r.flops += fpt * t + fpp * attention_pairs(t, r.context)
             r.busy_s += secs * t / tokens
             r.context += t
             r.prefill_left -= t
@@ -329,8 +329,9 @@ class Replica:
             _, _, r = heapq.heappop(self._running)
             it0, w0, t0 = r._join
             D, c0 = now_it - it0, r.context
-            r.hbm_bytes += self._acc_w - w0 + kvb * (D * c0 + D * (D + 1) / 2.0) + coef.seq_bytes * D
-            r.flops += fpt * D + fpp * (D * c0 + D * (D - 1) / 2.0)
+            # KV read: contexts c0+1 .. c0+D (each iteration also writes its token); FLOPs: c0 .. c0+D-1.
+            r.hbm_bytes += self._acc_w - w0 + kvb * context_sum(D, c0 + 1) + coef.seq_bytes * D
+            r.flops += fpt * D + fpp * context_sum(D, c0)
             r.busy_s += self._acc_t - t0
             r.context = c0 + D
             r.decode_left = 0

@@ -60,7 +60,7 @@ def renewal_form(tasks, sc: Scenario) -> dict:
                                       sc.verdict_tokens, sc.rho, ctx)
     hbm = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["hbm"], 0.0, v_over_d_per_length=pp.v_over_d["hbm"])
     time = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["time"], pp.kappa, v_over_d_per_length=pp.v_over_d["time"])
-    vd = (1.0 + sc.verdict_tokens) / d
+    vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d))
     passes = formulas.renewal_ratios(sc.p, pr, pu, vd, sc.rho, pp.kappa)
     return {"R": float(hbm["R"]), "L": float(time["L"]),
             "R_passes": float(passes["R"]), "L_passes": float(passes["L"]),

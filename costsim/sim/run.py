@@ -15,6 +15,7 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
+from ..config import WORKLOAD
 from ..profiles import Deployment
 from . import api
 from .acceptance import parse_p_dist
@@ -29,11 +30,11 @@ class Scenario:
     strong: Deployment
     weak: Deployment
     p: float = 0.8
-    K: int = 6
+    K: int = WORKLOAD.K
     p_dist: str | None = None
     protocols: tuple = protocols.DEFAULT
-    rho: float = 1.0
-    verdict_tokens: int = 24
+    rho: float = WORKLOAD.rho
+    verdict_tokens: int = int(WORKLOAD.verdict_tokens)
     sessions: int = 1
     arrival_rate: float | None = None
     strong_replicas: int = 1
