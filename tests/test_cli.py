@@ -162,7 +162,7 @@ def test_simulate_json_shape_and_bracket(capsys, tmp_path):
     assert df[df.protocol == "specagent"]["strong_calls"].mean() == pytest.approx(spec["strong_calls_per_task"]["mean"])
 
 
-def test_the_issues_default_simulation_brackets_its_closed_form(capsys):
+def test_the_default_simulation_brackets_its_closed_form(capsys):
     # Issue 3's "done when": SpecAgent's simulated R and L bracket the closed form (the exact
     # twin on the same fixed paths; the paper's renewal form does not hold there).
     r = run_json(capsys, "simulate", "-p", "0.8", "--K", "6", "--tasks", "2000", "--seed", "1", "--quiet")

@@ -102,7 +102,7 @@ def test_fit_and_prediction_sets_are_disjoint():
     assert len(predicted) >= 6 and {r["quantity"] for r in predicted} >= {"HBM-read fraction", "wall-time fraction"}
     for r in fitted:  # a fitted value is reproduced (to the solver's tolerance)
         assert r["model"] == pytest.approx(r["observed"], abs=1e-4)
-    # The targets: every HBM fraction in its range (VitaBench's predicted within 0.03),
+    # The model's targets: every HBM fraction in its range (VitaBench's predicted within 0.03),
     # wall within 0.05 on Airline and Retail.
     hbm = {r["benchmark"]: r for r in rows if r["quantity"] == "HBM-read fraction"}
     assert all(r["miss"] == 0.0 for r in hbm.values()) and hbm["VitaBench"]["role"] == "predicted"

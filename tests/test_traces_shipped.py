@@ -107,7 +107,7 @@ def test_airline_measured_tokens_first_task():
 
 
 def test_airline_chunk_lengths_K6():
-    """The distribution reported in the issue's closing note (K = 6, messages end the chunk)."""
+    """The Airline trace's chunk lengths at K = 6 when messages end the chunk, counted by hand once."""
     c = trace_stats(load("tau2-airline").tasks, K=6, chunking="messages-end")["chunk_lengths"]
     assert c["reviewed"] == [59, 0, 1, 0, 1, 0]
     assert c["unreviewed"] == [177, 33, 17, 8, 6, 33]
