@@ -274,6 +274,9 @@ def validate(
         raise UserError(f"--p-accept must be in [0, 1], got {p_accept}")
     if K < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
         raise UserError("--K, --tasks and --steps must be >= 1")
+    if chunk_tokens is not None:
+        raise UserError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
+                        "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
     tasks = tasks or (8 if local else 20)
     w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
     steps = steps or (6 if local else 12)

@@ -185,7 +185,7 @@ def _print_stats(name: str, s: dict, per_task: bool):
 @traces_app.command("stats")
 def stats_cmd(
     traces: List[str] = typer.Argument(..., help="Trace files (JSONL) or shipped trace names (see `costsim traces list`)."),
-    K: int = typer.Option(WORKLOAD.K, "--K", "-K", min=1, help="SpecAgent chunk size: K consecutive reads commit without review."),
+    K: int = typer.Option(WORKLOAD.K, "--K", "-K", min=1, help="SpecAgent chunk size: at most K steps a chunk (unreviewed unless the chunking rule reviews it)."),
     chunking: Optional[str] = typer.Option(None, "--chunking", help="SpecAgent's chunking rule: messages-end, messages-pass, writes-only, writes+final or hold-messages (docs/protocols.md) [writes+final]."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     per_task: bool = typer.Option(True, "--tasks/--no-tasks", help="Per-task rows in the text output."),
@@ -193,9 +193,9 @@ def stats_cmd(
 ):
     """Steps, tokens, context growth, SpecAgent chunk lengths and implied reviews per trace.
 
-    Chunks end at a write (held, reviewed) or at K steps (committed without review); what a
-    message to the user does is the chunking rule's (--chunking). Implied reviews assume every
-    draft is accepted: each rejection would add one.
+    Chunks end at a write (held, reviewed) or at K steps; what a message to the user does, and
+    whether a chunk without a write is reviewed, is the chunking rule's (--chunking). Implied
+    reviews assume every draft is accepted: each rejection would add one.
     """
     from costsim.traces import TraceError, load
     from costsim.traces.stats import CHUNKINGS, DEFAULT_CHUNKING, trace_stats

@@ -89,9 +89,9 @@ def build_scenario(settings: dict):
 
 
 def parse_options(options) -> tuple:
-    """Protocol options as ``((name, value), ...)``, sorted by name: from a table, or from
-    ``NAME=VALUE`` strings whose values are TOML scalars (numbers, true/false, quoted or bare
-    strings)."""
+    """Protocol options as ``((name, value), ...)``: from a table (sorted by name), or from
+    ``NAME=VALUE`` strings in their order, values read as TOML scalars (numbers, true/false,
+    quoted or bare strings); a name given twice is refused."""
     import tomllib
 
     if isinstance(options, dict):
@@ -110,6 +110,8 @@ def parse_options(options) -> tuple:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw.strip()
+        if any(n == name for n, _ in out):
+            raise ValueError(f"--option {name} is given twice")
         out.append((name, value))
     return tuple(out)
 

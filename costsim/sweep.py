@@ -88,10 +88,17 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
 
 
 def cell_id(cell: dict) -> str:
-    """A stable hash of a cell's settings and the costsim version."""
+    """A stable hash of a cell's settings and the costsim version (and of a calibration
+    file's contents, not only its path: a recalibration invalidates the cells that used it)."""
     from . import __version__
 
-    blob = json.dumps({"cell": cell, "costsim": __version__}, sort_keys=True, default=str)
+    extra = {}
+    if cell.get("calibration"):
+        try:
+            extra["calibration_sha256"] = hashlib.sha256(Path(cell["calibration"]).read_bytes()).hexdigest()
+        except OSError:
+            pass  # the cell's own run reports the unreadable file
+    blob = json.dumps({"cell": cell, "costsim": __version__, **extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -252,3 +252,17 @@ def test_the_papers_wall_implies_a_thinking_strong_model():
 
     out = implied_strong_step_scale()
     assert out["wall_at_1"] > 0.8 and 1.5 < out["scale"] < 5.0
+
+
+def test_speculative_actions_books_only_the_latency_it_really_saved():
+    # A read whose guessed result comes back after the actor decided: the saving is the head
+    # start of the guess, not the whole latency; a miss with nothing run ahead waits for nothing.
+    # (a weak step of 0.5 s per iteration: the guess is out at 3 s, its read back at 8 s, the
+    # actor decides at 6 s, so 3 of the read's 5 s are saved)
+    t, kw = task(["read", "final"]), dict(weak=ideal(0.5), tool_latency=Latency(5.0))
+    so = run1(t, "strong-only", **kw)
+    hit = run1(t, "speculative-actions", spec_hit_rate=1.0, options=(("lookahead", False),), **kw)
+    assert hit["tool_s_saved"] == pytest.approx(so["wall_s"] - hit["wall_s"], abs=1e-9)
+    assert hit["tool_s_saved"] == pytest.approx(3.0)
+    miss = run1(t, "speculative-actions", spec_hit_rate=0.0, options=(("lookahead", False),), **kw)
+    assert miss["wall_s"] == pytest.approx(so["wall_s"])

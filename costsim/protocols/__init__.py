@@ -41,6 +41,8 @@ def option_defaults(fn) -> dict:
     while fn is not None:
         params = inspect.signature(fn).parameters.values()
         for p in params:
+            if p.name.startswith("_"):  # internal, not a user option
+                continue
             if p.kind is p.KEYWORD_ONLY or (p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("tr", "task")):
                 out.setdefault(p.name, (None if p.default is p.empty else p.default,
                                         "" if p.annotation is p.empty else str(p.annotation)))

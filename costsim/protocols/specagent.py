@@ -36,6 +36,9 @@ def schedule(task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING, review
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens."""
     check_chunking(chunking)
+    for name, value, allowed in (("review", review, ("held", "all")), ("repair", repair, ("fused", "separate"))):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     steps, N = task.steps, len(task.steps)
     i, s_ctx, s_pending, w_ctx, w_pending = start or (0, 0, task.initial_context, 0, task.initial_context)
     while i < N:

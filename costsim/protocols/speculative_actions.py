@@ -92,17 +92,18 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
     f = launch(0, H[0], 0, H[0], 0)
     for j, st in enumerate(steps):
         yield f.strong
-        if always and not f.guess.triggered:  # the loop waits for both
-            yield f.guess
+        t0 = env.now  # the actor has decided
         if st.kind == "read" and f.guessed_at is not None and f.hit:
-            # The guessed call is the actor's call: wait for its result, if not back already.
-            t0 = env.now
+            # The guess was out in time and is the actor's call: wait for its result, if not back.
             if not f.guess.triggered:
                 yield f.guess
             row["spec_hits"] += 1
             row["tool_s"] += f.lat
             row["tool_s_saved"] += f.lat - (env.now - t0)
         else:
+            if always and lookahead and not f.guess.triggered:  # the loop waits for both
+                yield f.guess
+                row["spec_wait_s"] += env.now - t0
             if st.kind == "read":
                 row["spec_wasted_tools"] += 1
             yield from tr.execute(st)

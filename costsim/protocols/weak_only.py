@@ -5,7 +5,7 @@ from .schedule import process
 
 
 def schedule(task):
-    return strong_only.schedule(task, model="weak")
+    return strong_only.schedule(task, _model="weak")
 
 
 run = process(schedule)  # the simulator's process function

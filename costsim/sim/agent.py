@@ -18,7 +18,7 @@ COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "b
 EXTRA_COUNTERS = (
     "api_cost_usd", "remote_calls", "remote_input_tokens", "remote_cached_tokens", "remote_output_tokens",
     "escalations", "wasted_steps", "reflection_calls",
-    "spec_calls", "spec_hits", "spec_wasted_tools", "spec_wasted_strong_calls", "tool_s_saved",
+    "spec_calls", "spec_hits", "spec_wasted_tools", "spec_wasted_strong_calls", "tool_s_saved", "spec_wait_s",
     "false_accepts", "false_rejects", "irreversible_errors",
 )
 

@@ -50,6 +50,7 @@ PER_TASK_EXTRA = {
     "spec_wasted_strong_calls": "spec_wasted_strong_calls",
     "tool_s": "tool_s",
     "tool_s_saved": "tool_s_saved",
+    "spec_wait_s": "spec_wait_s",
     "false_accepts_per_task": "false_accepts",
     "false_rejects_per_task": "false_rejects",
 }

@@ -9,7 +9,7 @@ growing contexts, so the replica plans an *epoch* — one iteration with prefill
 followed by the decode iterations until the first running request finishes — as one SimPy
 timeout whose totals the roofline sums in closed form. An arrival cuts an epoch short at the
 end of the iteration in flight. The replica is driven by event callbacks, not a process, so an
-uncontended call costs two SimPy events (the epoch's end and the caller's wake-up).
+uncontended call costs one SimPy event: its caller waits on the epoch's own timeout.
 
 Memory caps the batch: a request is admitted (its first prefill chunk scheduled) only when its
 whole footprint — KV for its context, prompt and output, plus its bounded state — fits in the
@@ -40,7 +40,8 @@ from ..roofline import attention_pairs, coefficients, context_sum
 class Request:
     """One model call: prefill ``prefill_tokens`` after ``context`` cached tokens, then decode
     ``decode_tokens``. ``done`` fires when the last token is out (for a call that starts alone
-    on an idle replica it is the timeout of its epoch: one event less). Cost fields accumulate."""
+    on an idle replica it is the timeout of its epoch: one event less; so what ``done`` carries
+    as its value is not the request — read the request itself). Cost fields accumulate."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
                  "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held")
