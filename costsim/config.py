@@ -54,6 +54,11 @@ def scenario_keys() -> set[str]:
     return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", *LATENCY_KEYS}
 
 
+def setting_keys() -> set[str]:
+    """Every key :func:`build_scenario` takes."""
+    return scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
+
+
 def build_scenario(settings: dict):
     """The validated :class:`~costsim.sim.Scenario` of ``settings`` (None values: the default).
     ValueError (one line) for anything wrong; unknown keys are refused."""
@@ -62,11 +67,11 @@ def build_scenario(settings: dict):
     from .sim.run import Scenario, validate
 
     settings = {k: v for k, v in settings.items() if v is not None}
-    known = scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
-    unknown = sorted(set(settings) - known)
+    unknown = sorted(set(settings) - setting_keys())
     if unknown:
         raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
-    kw = {k: v for k, v in settings.items() if k in scenario_keys()}
+    fields = scenario_keys()
+    kw = {k: v for k, v in settings.items() if k in fields}
     if "protocols" in settings:
         names = settings["protocols"]
         names = tuple(x.strip() for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)

@@ -12,6 +12,9 @@ import math
 import tomllib
 from functools import lru_cache
 
+import numpy as np
+
+from . import formulas
 from .config import WORKLOAD
 from .resources import data_dir
 
@@ -31,21 +34,26 @@ def tau2_benchmarks() -> dict:
     return {b["trace"]: b for b in published()["benchmark"].values() if "trace" in b}
 
 
+def _replay(trace: str):
+    """``((strong, weak), tasks)``: the default deployments and a shipped trace's tasks with steps."""
+    from .predict import deployments
+    from .traces import load
+
+    return deployments(), [t for t in load(trace).tasks if t.steps]
+
+
 def chunking_ratios(rules=None, p: float = TAU2_P, K: int = TAU2_K) -> dict:
     """``{trace: {rule: {metric: value}}}``: SpecAgent against Strong-only on each tau² trace
     under each chunking rule — the exact twin's expectations (one session, default
     deployments): strong calls ratio, decoded strong-token share, committed steps per review,
     HBM and wall ratios — beside the paper's strong-call ratio."""
-    from .predict import deployments
     from .sim import Scenario
     from .sim.twin import ratios
-    from .traces import load
     from .traces.stats import CHUNKINGS
 
-    s, w = deployments()
     out = {}
     for trace, b in tau2_benchmarks().items():
-        tasks = [t for t in load(trace).tasks if t.steps]
+        (s, w), tasks = _replay(trace)
         out[trace] = {}
         for rule in rules or CHUNKINGS:
             sc = Scenario(strong=s, weak=w, p=p, K=K, protocols=("strong-only", "specagent"),
@@ -75,12 +83,9 @@ def agentcollab_calls_ratio(escalate_p: float, seeds=range(8), trace: str = "tau
     """AgentCollab's strong calls over Strong-only's on ``trace`` at no-progress rate
     ``escalate_p`` (default deployments and options; simulated, summed over ``seeds``: the
     escalations are random)."""
-    from .predict import deployments
     from .sim import Scenario, simulate
-    from .traces import load
 
-    s, w = deployments()
-    tasks = [t for t in load(trace).tasks if t.steps]
+    (s, w), tasks = _replay(trace)
     calls = {"strong-only": 0.0, "agentcollab": 0.0}
     for seed in seeds:
         sc = Scenario(strong=s, weak=w, protocols=tuple(calls), escalate_p=escalate_p, seed=seed)
@@ -110,13 +115,10 @@ def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K:
     Kappa is a ratio of *step* times: a thinking strong model makes strong steps longer and
     kappa smaller at the same decode speeds. Returns the scale (None where even 64x does not
     reach the paper's wall), the wall ratio at scale 1, and the target."""
-    from .predict import deployments
     from .sim import Scenario
     from .sim.twin import ratios
-    from .traces import load
 
-    s, w = deployments()
-    tasks = [t for t in load(trace).tasks if t.steps]
+    (s, w), tasks = _replay(trace)
     target = tau2_benchmarks()[trace]["wall"]
 
     def wall(scale):
@@ -147,20 +149,15 @@ def chunk_model(p: float, q: float, b: dict, v_over_d: float, rho: float, omega:
     (AutomationBench) a rejection costs the paper's ``rho`` of about 1.5 steps and one more
     strong call; elsewhere the fused repair costs ``rho``. ``omega``: a weak drafted step's HBM
     reads relative to a strong step's; ``kappa``: its time."""
-    from . import formulas
-    import numpy as np
-
     K, separate = b["K"], b["repair"] == "separate"
     pr, pu = formulas.chunk_length_pmf_write_rate(q, K)
-    n = np.arange(1, K + 1, dtype=float)
-    commits = float((pr * formulas.commits_per_review(p, n)).sum() + (pu * n).sum())
-    reviews = float(pr.sum())
-    rejections = float((pr * formulas.reject_probability(p, n)).sum())
-    weak = float(((pr + pu) * n).sum()) / commits
     r = b["rho"] if separate else rho
-    R = (v_over_d * reviews + r * rejections) / commits
+    cyc = {k: float(v) for k, v in formulas.renewal_ratios(p, pr, pu, v_over_d, r, kappa).items()}
+    commits, reviews = cyc["commits_per_cycle"], cyc["reviews_per_cycle"]
+    rejections = float((pr * formulas.reject_probability(p, np.arange(1, K + 1))).sum())
+    weak, R = cyc["weak_steps_per_cycle"] / commits, cyc["R"]
     return {"strong calls (SA/SO)": (reviews + (rejections if separate else 0.0)) / commits,
-            "strong share R": R, "HBM-read fraction": R + omega * weak, "wall-time fraction": R + kappa * weak,
+            "strong share R": R, "HBM-read fraction": R + omega * weak, "wall-time fraction": cyc["L"],
             "reviews that reject": rejections / reviews,
             "decoded strong tokens (SA/SO)": (WORKLOAD.verdict_tokens * reviews + r * WORKLOAD.step_tokens * rejections) / (WORKLOAD.step_tokens * commits),
             "weak steps per commit": weak, "steps per review": commits / reviews}
@@ -178,7 +175,6 @@ def predicted_vs_observed(numbers: dict | None = None) -> dict:
     [...], "fit": {...}, "needed_kappa": {...}, "model": {benchmark: chunk_model(...)}}``; every row
     says whether it was fitted or predicted.
     """
-    import numpy as np
     from scipy.optimize import brentq, least_squares
 
     from .profiles import load_model

@@ -48,7 +48,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from .config import DEPLOY_KEYS, LATENCY_KEYS, scenario_keys
+from .config import setting_keys
 from .resources import read_text, write_atomic
 
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
@@ -69,7 +69,7 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
     if unknown:
         raise ValueError(f"{origin}: unknown table(s) {', '.join(sorted(unknown))}; expected [base] and [grid]")
     base, grid = dict(data.get("base", {})), dict(data.get("grid", {}))
-    allowed = scenario_keys() | set(DEPLOY_KEYS) | set(TASK_KEYS) | set(LATENCY_KEYS) | {"options", "protocols", "calibration"}
+    allowed = setting_keys() | set(TASK_KEYS)
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
             raise ValueError(f"{origin}: grid.{k} must be a non-empty list")
