@@ -56,7 +56,9 @@ def capacity(
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
-    rho: float = typer.Option(WORKLOAD.rho, "--rho", help="Repair tokens per rejection, in units of the step's tokens."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="Repair tokens per rejection, per recorded token of the step [1, times --strong-step-scale]."),
+    strong_step_scale: Optional[float] = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per recorded token of a step it authors [the trace's, else 1]."),
+    weak_step_scale: Optional[float] = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per recorded token of a step it drafts [the trace's, else 1]."),
     verdict_tokens: int = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict."),
     tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times)."),
     api: Optional[str] = typer.Option(None, "--api", help="edge-cloud protocols: API profile of the strong model [qwen3.5-397b-a17b]; priced per token."),
@@ -97,8 +99,10 @@ def capacity(
         sc = build_scenario(dict(
             strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device, strong_gpus=strong_gpus,
             engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel, p=p_accept, K=K, p_dist=p_dist,
-            protocols=names, rho=rho, verdict_tokens=verdict_tokens, tool_latency=tool_latency, seed=seed, api=api,
-            edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps, calibration=calibration))
+            protocols=names, rho=rho, strong_step_scale=strong_step_scale, weak_step_scale=weak_step_scale,
+            verdict_tokens=verdict_tokens, tool_latency=tool_latency, seed=seed, api=api,
+            edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps, calibration=calibration),
+            work if traces else None)
         res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
                        strong_price=strong_price, weak_price=weak_price)
     except ValueError as e:

@@ -32,6 +32,8 @@ def predict(
     obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help="Mean observation tokens per step [175]."),
     context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help="Typical context length [7720]."),
     verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help="Tokens of a verdict [24]."),
+    strong_step_scale: Optional[float] = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per token of a step it authors (thinking: > 1) [1]."),
+    weak_step_scale: Optional[float] = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per token of a step it drafts [1]."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
@@ -45,7 +47,7 @@ def predict(
         r = run(p_accept, K, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                 batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
                 obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
-                strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
+                strong_step_scale=strong_step_scale, weak_step_scale=weak_step_scale, strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
                 strong_gpus=strong_gpus, strong_dtype=strong_dtype, weak_dtype=weak_dtype,
                 engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel)
     except (ValueError, CalibrationError) as e:
@@ -91,6 +93,8 @@ def render(r: dict) -> str:
         f"  rho    {r['rho']:.4f} {unit('rho', 'steps')}           {src['rho']}",
         f"  kappa  {r['kappa']:.4f} (time ratio)    {src['kappa']}",
         f"  n      {r['n']:.4g} steps",
+        *(f"  {k.split('_')[0]} step decodes {v:g}x its {r['tokens']['step_tokens']:g} tokens   {src[k]}"
+          for k, v in r["step_scales"].items() if v != 1.0),
         "",
         f"Roofline (time, bytes and FLOPs per iteration; batch {r['batch']} per replica, context {r['tokens']['context_tokens']:g} tokens)",
         f"  strong: {s['model']} on {s['n_devices']}x {s['device']}, {s['dtype']} weights, {s['engine']}"

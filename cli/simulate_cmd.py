@@ -29,7 +29,9 @@ WDEV = typer.Option(None, "--weak-device", help="Weak device [h20].")
 SGPUS = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")
 SREP = typer.Option(1, "--strong-replicas", help="Strong replicas.")
 WREP = typer.Option(1, "--weak-replicas", help="Weak replicas.")
-RHO = typer.Option(WORKLOAD.rho, "--rho", help="Repair tokens per rejection, in units of the step's tokens.")
+RHO = typer.Option(None, "--rho", help="Repair tokens per rejection, per recorded token of the step [1, times --strong-step-scale].")
+SSCALE = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per recorded token of a step it authors (thinking: > 1) [the trace's per-model tokens where its steps name both models, else 1].")
+WSCALE = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per recorded token of a step it drafts [as --strong-step-scale].")
 VERDICT = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict.")
 TOOL = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")
 RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")
@@ -58,7 +60,8 @@ def simulate(
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
     strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
-    rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
+    rho: Optional[float] = RHO, strong_step_scale: Optional[float] = SSCALE, weak_step_scale: Optional[float] = WSCALE,
+    verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
     escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
@@ -70,7 +73,7 @@ def simulate(
 
     if out is not None:
         _check_table(out, ())  # before the run, not after it
-    _run(generate(tasks, seed=seed), locals(), inputs=())
+    _run(generate(tasks, seed=seed), locals(), inputs=(), traced=False)
 
 
 def replay(
@@ -82,7 +85,8 @@ def replay(
     weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
     strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
-    rho: float = RHO, verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
+    rho: Optional[float] = RHO, strong_step_scale: Optional[float] = SSCALE, weak_step_scale: Optional[float] = WSCALE,
+    verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
     out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
     false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
     escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
@@ -133,12 +137,12 @@ def _settings(o: dict) -> dict:
     return {_SETTING.get(k, k): v for k, v in o.items() if k in params and k not in _NOT_SETTINGS}
 
 
-def _run(tasks, o: dict, inputs: tuple):
+def _run(tasks, o: dict, inputs: tuple, traced: bool = True):
     from costsim.config import build_scenario
     from costsim.sim.report import report
 
     try:
-        sc = build_scenario(_settings(o))
+        sc = build_scenario(_settings(o), tasks if traced else None)
         total = len(tasks) * len(sc.protocols)
         with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
             rows, result = report(tasks, sc, bar.advance)
@@ -180,6 +184,14 @@ def _pm(m, scale=1.0, nd=3):
     return f"{mean:.{nd}g} ± {(hi - lo) / 2 * scale:.2g}"
 
 
+def _scales(ss: dict) -> list[str]:
+    """The step-scale line, where a model decodes other than the recorded tokens."""
+    if ss["strong"] == 1.0 and ss["weak"] == 1.0:
+        return []
+    return [f"step tokens decoded per recorded token: strong x{ss['strong']:.3g}, weak x{ss['weak']:.3g}, "
+            f"repair rho {ss['rho']:.3g} ({ss['source']})"]
+
+
 def render(result: dict) -> str:
     sc, cf = result["scenario"], result["closed_form"]
     cols = [("strong calls/task", "strong_calls_per_task", 1), ("strong decode tok/task", "strong_decode_tokens", 1),
@@ -194,6 +206,7 @@ def render(result: dict) -> str:
              + f", K = {sc['K']}, seed {sc['seed']}, "
              + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),
              f"strong: {sc['strong']}", f"weak:   {sc['weak']}",
+             *_scales(sc["step_scales"]),
              "mean per task ± 95% half-width; ratios are per committed step, paired with strong-only", ""]
     names = list(result["protocols"])
     w = max(22, *(len(n) + 2 for n in names))

@@ -51,7 +51,8 @@ def scenario_keys() -> set[str]:
 
     from .sim.run import Scenario
 
-    return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", *LATENCY_KEYS}
+    return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", "step_scale_source",
+                                              *LATENCY_KEYS}
 
 
 def setting_keys() -> set[str]:
@@ -59,9 +60,11 @@ def setting_keys() -> set[str]:
     return scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
 
 
-def build_scenario(settings: dict):
+def build_scenario(settings: dict, tasks=None):
     """The validated :class:`~costsim.sim.Scenario` of ``settings`` (None values: the default).
-    ValueError (one line) for anything wrong; unknown keys are refused."""
+    ValueError (one line) for anything wrong; unknown keys are refused. ``tasks``: the tasks it
+    will run; where neither step scale is set and their steps name the scenario's two models,
+    the scales are the trace's own (:func:`costsim.traces.stats.step_scales`)."""
     from .predict import deployments
     from .sim.agent import Latency
     from .sim.run import Scenario, validate
@@ -85,6 +88,16 @@ def build_scenario(settings: dict):
     if "calibration" in settings:
         kw["calibration"] = calibration_fits(settings["calibration"])
     strong, weak = deployments(**{k: settings[k] for k in DEPLOY_KEYS if k in settings})
+    if {"strong_step_scale", "weak_step_scale"} & set(settings):
+        kw["step_scale_source"] = "given"
+    elif tasks is not None:
+        from .traces.stats import step_scales
+
+        found = step_scales(tasks, (strong.model.name, strong.model.display_name),
+                            (weak.model.name, weak.model.display_name))
+        if found:
+            kw.update(strong_step_scale=found["strong_step_scale"], weak_step_scale=found["weak_step_scale"],
+                      step_scale_source=found["source"])
     try:
         sc = Scenario(strong=strong, weak=weak, **kw)
     except TypeError as e:

@@ -709,7 +709,7 @@ def index(done: dict) -> str:
         + " and ".join(f"{v['thinking']['scale']:.2f}x ({k})" if v['thinking']['scale'] else f"more than 64x ({k})"
                        for k, v in tau.items())
         + " the weak model's tokens per step it authors (a thinking strong model; repairs as long), under the",
-        "default deployments' decode speeds (`costsim.paper.implied_strong_step_scale`; for a run: `--option strong_step_scale=S --rho S`).",
+        "default deployments' decode speeds (`costsim.paper.implied_strong_step_scale`; for a run: `--strong-step-scale S`).",
         "",
     ]
     return "\n".join(lines)

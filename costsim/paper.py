@@ -109,7 +109,7 @@ def fit_agentcollab_stall(tol: float = 0.002) -> float:
 
 def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K: int = TAU2_K) -> dict:
     """How many times the weak model's tokens the strong model must decode per step it authors
-    (Strong-only's steps and SpecAgent's repairs: ``strong_step_scale`` = rho) for SpecAgent's
+    (``strong_step_scale``: Strong-only's steps, and SpecAgent's repairs through rho) for SpecAgent's
     wall ratio on ``trace`` to be the paper's, under the default deployments (exact twin).
 
     Kappa is a ratio of *step* times: a thinking strong model makes strong steps longer and
@@ -122,8 +122,7 @@ def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K:
     target = tau2_benchmarks()[trace]["wall"]
 
     def wall(scale):
-        sc = Scenario(strong=s, weak=w, p=p, K=K, rho=scale, protocols=("strong-only", "specagent"),
-                      options=(("strong_step_scale", scale),))
+        sc = Scenario(strong=s, weak=w, p=p, K=K, strong_step_scale=scale, protocols=("strong-only", "specagent"))
         return ratios(tasks, sc)["specagent"]["wall_ratio"]
 
     out = {"target_wall": target, "wall_at_1": wall(1.0), "scale": None}

@@ -14,6 +14,7 @@ import numpy as np
 from . import formulas, roofline
 from .calibration import load_calibration
 from .config import WORKLOAD, WORKLOAD_SOURCES
+from .protocols.schedule import check_scale
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import DEFAULT_ENGINE, Deployment, check_dtype, load_device, load_engine, load_model
 
@@ -81,12 +82,15 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
 
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
             batch=None, steps=None, calibration=None, step_tokens=None, obs_tokens=None,
-            context_tokens=None, verdict_tokens=None, **deploy) -> dict:
+            context_tokens=None, verdict_tokens=None, strong_step_scale=None, weak_step_scale=None,
+            **deploy) -> dict:
     """Every closed-form figure for one scenario, as a flat dict plus ``sources``/``assumptions``.
 
     Without ``write_rate`` every chunk is reviewed at n = K (the paper's form); with it, chunk
     lengths follow the renewal-reward model (a chunk ends at its first write or at K reads,
     which auto-commit), and ``n`` is reported as the mean reviewed chunk length.
+    ``strong_step_scale``/``weak_step_scale``: tokens a model decodes per token of the d̄-token
+    step it authors (a thinking model: > 1; default 1); a repair is a strong step (rho in its units).
     """
     d = DEFAULTS
     batch = d.batch if batch is None else batch
@@ -111,19 +115,24 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     tok = {k: pick(k, v, None, getattr(WORKLOAD, k), "default: " + SOURCES[k]) for k, v in
            dict(step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,
                 verdict_tokens=verdict_tokens).items()}
+    scale = {k: float(check_scale(v, f"--{k.replace('_', '-')}")) if v is not None else 1.0
+             for k, v in (("strong_step_scale", strong_step_scale), ("weak_step_scale", weak_step_scale))}
+    for k, v in (("strong_step_scale", strong_step_scale), ("weak_step_scale", weak_step_scale)):
+        src[k] = "flag" if v is not None else "default: a step decodes its d̄ tokens"
     strong, weak = deployments(**deploy)
     for dep in (strong, weak):  # the batch of sessions, each at the typical context, must fit
         require_fits(dep, batch, tok["context_tokens"])
     lengths = np.arange(1, K + 1)
     pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
-                                      tok["verdict_tokens"], rho if rho is not None else WORKLOAD.rho,
-                                      tok["context_tokens"], strong_batch=batch, weak_batch=batch)
+                                      tok["verdict_tokens"], (rho if rho is not None else WORKLOAD.rho) * scale["strong_step_scale"],
+                                      tok["context_tokens"], strong_batch=batch, weak_batch=batch, **scale)
 
     # Pass counting (the paper): a verification is one prefill pass plus one pass per verdict
-    # token; an authored step is d̄ passes.
-    vd_passes = float(formulas.v_over_d_passes(tok["verdict_tokens"], tok["step_tokens"]))
+    # token; an authored step is d̄ passes (times the strong step scale).
+    d_strong = tok["step_tokens"] * scale["strong_step_scale"]
+    vd_passes = float(formulas.v_over_d_passes(tok["verdict_tokens"], d_strong))
     vd = pick("v_over_d", v_over_d, cr.get("v_over_d"), vd_passes,
-              f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {tok['step_tokens']:g}-token step")
+              f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {d_strong:g}-token strong step")
     rho_ = pick("rho", rho, cr.get("rho"), WORKLOAD.rho, "default: " + SOURCES["rho"])
     kap = pick("kappa", kappa, cr.get("kappa"), pp.kappa,
                f"roofline ({strong.engine.name} strong, {weak.engine.name} weak): weak step "
@@ -200,6 +209,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "strong_deployment": _describe(strong),
         "weak_deployment": _describe(weak),
         "tokens": tok,
+        "step_scales": scale,
         "sources": src,
         "calibration": cal.path if cal else None,
         "calibration_workload": (cal.raw.get("workload") if cal and isinstance(cal.raw.get("workload"), dict) else None),

@@ -334,19 +334,22 @@ class ProtocolParameters:
 
 
 def protocol_parameters(strong: Deployment, weak: Deployment, lengths, step_tokens, obs_tokens,
-                        verdict_tokens, rho_steps, context, strong_batch=1, weak_batch=1) -> ProtocolParameters:
+                        verdict_tokens, rho_steps, context, strong_batch=1, weak_batch=1,
+                        strong_step_scale=1.0, weak_step_scale=1.0) -> ProtocolParameters:
     """v/d, rho and kappa from the roofline, for reviewed chunks of the given ``lengths``.
 
-    A Strong-only step prefills one observation (o tokens) and decodes d tokens. A review
-    prefills the chunk the strong model did not write, n·(d + o) tokens, and decodes the verdict;
-    a repair decodes ``rho_steps``·d tokens. A weak step is a step on the weak deployment. Each
+    A Strong-only step prefills one observation (o tokens) and decodes d tokens (times
+    ``strong_step_scale``: decoded per recorded step token). A review prefills the chunk the
+    strong model did not write, n·(d + o) tokens, and decodes the verdict; a repair decodes
+    ``rho_steps``·d tokens. A weak step is a step on the weak deployment (d times
+    ``weak_step_scale`` decoded). Each
     quantity is reported in seconds (``"time"``), HBM bytes (``"hbm"``) and FLOPs (``"flops"``),
     attributed per sequence at the given batches.
     """
     n = np.asarray(lengths, float)
     d, o = float(step_tokens), float(obs_tokens)
-    s_step = step(strong, d, o, context, strong_batch)
-    w_step = step(weak, d, o, context, weak_batch)
+    s_step = step(strong, strong_step_scale * d, o, context, strong_batch)
+    w_step = step(weak, weak_step_scale * d, o, context, weak_batch)
     verify = step(strong, verdict_tokens, n * (d + o), context, strong_batch)
     repair = _per_sequence(decode_step(strong, strong_batch, context), strong_batch).scale(rho_steps * d)
     cur = {"time": "seconds", "hbm": "hbm_bytes", "flops": "flops"}

@@ -235,14 +235,58 @@ def test_in_the_papers_regime_every_ordering_holds_including_wall_time():
     assert res["speculative-actions"]["hbm_ratio"]["mean"] > 1.0
 
 
-def test_strong_step_scale_lengthens_only_the_strong_models_steps():
-    t = task(["read"] * 4, d=10)
-    rows = simulate([t], Scenario(strong=ideal(1.0), weak=ideal(0.1), protocols=("strong-only", "weak-only"),
-                                  options=(("strong_step_scale", 2.5),)))
-    so, wo = rows
-    assert so["strong_decode_tokens"] == 4 * 25 and wo["weak_decode_tokens"] == 4 * 10
+def test_step_scales_set_each_models_decoded_tokens_per_step_it_authors():
+    t = task(["read", "read", "write", "final"], d=10)
+    # p = 1: every draft accepted, so SpecAgent's strong model decodes verdicts only.
+    rows = simulate([t], Scenario(strong=ideal(1.0), weak=ideal(0.1), p=1.0, strong_step_scale=2.5,
+                                  weak_step_scale=0.5, protocols=("strong-only", "weak-only", "specagent",
+                                                                  "agentcollab", "speculative-actions"),
+                                  escalate_p=0.0, spec_hit_rate=0.0))
+    so, wo, sa, ac, spec = rows
+    assert so["strong_decode_tokens"] == 4 * 25 and wo["weak_decode_tokens"] == 4 * 5
     # The thinking leaves the history: the next step prefills only the observation.
     assert so["strong_prefill_tokens"] == wo["weak_prefill_tokens"]
+    # SpecAgent: reads drafted and executed, the write held and reviewed, the final held too
+    # (writes+final): two reviews, 24-token verdicts; the weak drafts decode 5 tokens a step.
+    assert sa["weak_decode_tokens"] == 4 * 5 and sa["strong_decode_tokens"] == sa["reviews"] * 24
+    # AgentCollab, no stalls: weak acts (5) and reflects (16) every step.
+    assert ac["weak_decode_tokens"] == 4 * (5 + 16) and ac["strong_calls"] == 0
+    # Speculative Actions: the actor decodes 25 a step, the guesser 5.
+    assert spec["strong_decode_tokens"] >= 4 * 25 and spec["weak_decode_tokens"] == spec["spec_calls"] * 5
+
+
+def test_a_repair_follows_the_strong_step_scale_unless_rho_is_given():
+    assert Scenario(strong=ideal(1.0), weak=ideal(0.1), strong_step_scale=2.0).rho == 2.0
+    assert Scenario(strong=ideal(1.0), weak=ideal(0.1), strong_step_scale=2.0, rho=1.5).rho == 1.5
+    assert Scenario(strong=ideal(1.0), weak=ideal(0.1)).rho == 1.0
+    t = task(["write"], d=10)  # p = 0: the held write is rejected and repaired (fused)
+    r = run1(t, "specagent", p=0.0, strong_step_scale=3.0)
+    assert r["strong_decode_tokens"] == 24 + 30
+
+
+def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():
+    from costsim.config import build_scenario
+    from costsim.predict import deployments
+
+    s, w = deployments()
+    steps = tuple(Step(kind="read", output_tokens=o, observation_tokens=3, context_tokens=50, model=m)
+                  for o, m in ((100, "Qwen/Qwen3.5-4B"), (100, "Qwen/Qwen3.5-4B"), (100, "Qwen/Qwen3.5-4B"),
+                               (300, "Qwen/Qwen3.5-397B-A17B-FP8")))
+    tasks = [Task("c", steps)]  # mean 150 tokens a step; the weak model's 100, the strong's 300
+    sc = build_scenario({"protocols": "strong-only,weak-only"}, tasks)
+    assert (sc.strong_step_scale, sc.weak_step_scale, sc.rho) == pytest.approx((2.0, 2 / 3, 2.0))
+    assert "Qwen3.5-4B 100" in sc.step_scale_source and "all 150" in sc.step_scale_source
+    so, wo = simulate(tasks, sc)
+    # Over the trace each model decodes its own recorded tokens, 4 steps x 300 and 4 x 100,
+    # up to rounding each step's tokens (at most half a token a step).
+    assert so["strong_decode_tokens"] == pytest.approx(1200, abs=2) and wo["weak_decode_tokens"] == pytest.approx(400, abs=2)
+    # Flags win; a trace naming other models, or one model, leaves the recorded tokens.
+    assert build_scenario({"strong_step_scale": 1.5}, tasks).weak_step_scale == 1.0
+    other = [Task("o", tuple(Step(kind="read", output_tokens=10, model=m) for m in ("gpt-4.1", "gpt-4.1-mini")))]
+    assert build_scenario({}, other).strong_step_scale == 1.0
+    assert build_scenario({}, [Task("one", steps[:3])]).step_scale_source == ""
+    with pytest.raises(ValueError, match="strong-step-scale"):
+        build_scenario({"strong_step_scale": 0})
 
 
 def test_the_papers_wall_implies_a_thinking_strong_model():

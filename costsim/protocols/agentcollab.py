@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from .schedule import Call, Count, Execute, process, Stall
+from .schedule import Call, check_scale, Count, Execute, process, Stall, step_decode
 
 
 #: The default no-progress rate per weak step: fitted so that AgentCollab's strong calls are the
@@ -48,7 +48,8 @@ STALL_P = 0.317
 
 def schedule(task, escalate_p: float = STALL_P, stall: str = "rate", escalation_span: int = 2,
              escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate",
-             reflect_prompt_tokens: int = 64, reflect_tokens: int = 16, recovery_steps: int = 1):
+             reflect_prompt_tokens: int = 64, reflect_tokens: int = 16, recovery_steps: int = 1,
+             strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
     """``stall``: "rate" (no progress with probability ``escalate_p`` per weak step) or
     "acceptance" (when the task's acceptance process rejects the step: 1 - p_u, or recorded
     verdicts)."""
@@ -57,6 +58,7 @@ def schedule(task, escalate_p: float = STALL_P, stall: str = "rate", escalation_
     if stall not in ("rate", "acceptance"):
         raise ValueError(f"stall must be 'rate' or 'acceptance', got {stall!r}")
     stall_p = None if stall == "acceptance" else escalate_p
+    scale = {"strong": check_scale(strong_step_scale), "weak": check_scale(weak_step_scale)}
     steps, N = task.steps, len(task.steps)
     history = task.initial_context                             # shared history, tokens
     cached = {"strong": 0, "weak": 0}                         # what each model's cache holds
@@ -65,7 +67,7 @@ def schedule(task, escalate_p: float = STALL_P, stall: str = "rate", escalation_
     def act(who, st, committed):
         nonlocal history
         extra = reflect_tokens if reflection == "inline" else 0
-        yield Call(who, history - cached[who], cached[who], st.output_tokens + extra)
+        yield Call(who, history - cached[who], cached[who], step_decode(st, scale[who]) + extra)
         history += st.output_tokens
         cached[who] = history
         yield Execute(st)

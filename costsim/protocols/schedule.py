@@ -72,6 +72,20 @@ class Boundary(NamedTuple):
     state: tuple
 
 
+def step_decode(step, scale: float) -> int:
+    """Tokens a model decodes to author ``step``: ``scale`` per recorded output token (a
+    thinking model decodes more than the step it leaves in the history: scale > 1). The
+    history keeps the recorded tokens."""
+    return step.output_tokens if scale == 1.0 else int(round(scale * step.output_tokens))
+
+
+def check_scale(scale: float, name: str = "a step scale") -> float:
+    """A step scale (decoded tokens per recorded token), refused unless in (0, 1000]."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1000:
+        raise ValueError(f"{name} must be a number in (0, 1000] (decoded tokens per recorded step token), got {scale!r}")
+    return scale
+
+
 def process(schedule):
     """The simulator's process function ``run(tr, task, **options)`` of ``schedule``; it takes
     the schedule's options (its signature, less ``start``) and keeps it as ``__schedule__``."""

@@ -84,10 +84,11 @@ class SpeculatingRun(Wrapper):
                 yield p
 
 
-def run(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens: int = 16, spec_call_tokens: int = 40):
+def run(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens: int = 16, spec_call_tokens: int = 40,
+        strong_step_scale: float = 1.0):
     """Strong-only, the strong agent speculating its own read-only calls."""
     sr = SpeculatingRun(tr, "strong", self_spec_hit_rate, spec_suffix_tokens, spec_call_tokens)
-    yield from sr.drive(strong_only.schedule(task))
+    yield from sr.drive(strong_only.schedule(task, strong_step_scale))
     yield from sr.join()
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..config import WORKLOAD
 from ..traces.stats import DEFAULT_CHUNKING, check_chunking, chunk_end
-from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review
+from .schedule import Boundary, Call, check_scale, Count, Execute, process, Redraw, Review, step_decode
 
 # Made once: the schedule runs once per simulated chunk.
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
@@ -32,10 +32,13 @@ _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Cou
 
 def schedule(task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING, review: str = "held", repair: str = "fused",
              rho: float = WORKLOAD.rho, verdict_tokens: int = int(WORKLOAD.verdict_tokens), correction_tokens: int = 64,
-             start: tuple | None = None):
+             weak_step_scale: float = 1.0, start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
-    (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens."""
+    (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens.
+    ``rho``: repair tokens per recorded token of the replaced step; ``weak_step_scale``: drafted
+    tokens per recorded token (:func:`~.schedule.step_decode`)."""
     check_chunking(chunking)
+    check_scale(weak_step_scale)
     for name, value, allowed in (("review", review, ("held", "all")), ("repair", repair, ("fused", "separate"))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -50,7 +53,7 @@ def schedule(task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING, review
         w_base = w_ctx + w_pending  # weak context at the start of the chunk (committed history)
         for j in range(i, N):
             st = steps[j]
-            yield Call("weak", w_pending, w_ctx, st.output_tokens)
+            yield Call("weak", w_pending, w_ctx, step_decode(st, weak_step_scale))
             w_ctx += w_pending + st.output_tokens
             w_pending = 0
             drafted.append(st)

@@ -29,6 +29,7 @@ saving is tool latency and, on hits, overlapping two strong calls.
 from __future__ import annotations
 
 from ._rng import side_rng
+from .schedule import check_scale, step_decode
 
 #: When the speculative actor call for step j+1 starts: ``always`` on the guessed state, the
 #: step waiting for both (the public implementation, github.com/naimengye/speculative-action);
@@ -48,7 +49,8 @@ class _Frame:
 
 
 def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess_tokens: int | None = None,
-        speculate: str = "always"):
+        speculate: str = "always", strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
+    check_scale(strong_step_scale), check_scale(weak_step_scale)
     if speculate not in SPECULATE:
         raise ValueError(f"speculate must be one of {', '.join(SPECULATE)}, got {speculate!r}")
     always = speculate == "always"
@@ -64,7 +66,7 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
 
     def guess(f, prefill, context):
         st = steps[f.j]
-        guess_tokens = st.output_tokens if spec_guess_tokens is None else min(spec_guess_tokens, st.output_tokens)
+        guess_tokens = step_decode(st, weak_step_scale) if spec_guess_tokens is None else min(spec_guess_tokens, st.output_tokens)
         yield from tr.call("weak", prefill, context, guess_tokens)
         f.guessed_at = env.now
         if st.kind == "read":
@@ -82,7 +84,7 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
 
     def launch(j, s_prefill, s_context, w_prefill, w_context, speculative=False):
         f = _Frame(j, speculative)
-        f.strong = env.process(tr.call("strong", s_prefill, s_context, steps[j].output_tokens))
+        f.strong = env.process(tr.call("strong", s_prefill, s_context, step_decode(steps[j], strong_step_scale)))
         f.hit = spec_hit_rate >= 1.0 or (spec_hit_rate > 0.0 and hits.random() < spec_hit_rate)
         f.guess = env.process(guess(f, w_prefill, w_context))
         row["spec_calls"] += 1

@@ -4,8 +4,8 @@ from . import strong_only
 from .schedule import process
 
 
-def schedule(task):
-    return strong_only.schedule(task, _model="weak")
+def schedule(task, weak_step_scale: float = 1.0):
+    return strong_only.schedule(task, weak_step_scale=weak_step_scale, _model="weak")
 
 
 run = process(schedule)  # the simulator's process function

@@ -57,14 +57,17 @@ def renewal_form(tasks, sc: Scenario) -> dict:
     dist = chunk_distribution([c for t in tasks for c in chunks(t.steps, sc.K, rule)], sc.K)
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])
     pp = roofline.protocol_parameters(sc.strong, sc.weak, np.arange(1, sc.K + 1), d, o,
-                                      sc.verdict_tokens, sc.rho, ctx)
+                                      sc.verdict_tokens, sc.rho, ctx, strong_step_scale=sc.strong_step_scale,
+                                      weak_step_scale=sc.weak_step_scale)
     hbm = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["hbm"], 0.0, v_over_d_per_length=pp.v_over_d["hbm"])
     time = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["time"], pp.kappa, v_over_d_per_length=pp.v_over_d["time"])
-    vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d))
-    passes = formulas.renewal_ratios(sc.p, pr, pu, vd, sc.rho, pp.kappa)
+    # Passes are counted in Strong-only's steps: d times the strong step scale.
+    vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d * sc.strong_step_scale))
+    rho = sc.rho / sc.strong_step_scale
+    passes = formulas.renewal_ratios(sc.p, pr, pu, vd, rho, pp.kappa)
     return {"R": float(hbm["R"]), "L": float(time["L"]),
             "R_passes": float(passes["R"]), "L_passes": float(passes["L"]),
-            "v_over_d_passes": vd, "rho": sc.rho, "kappa": pp.kappa, "mean_step_tokens": d,
+            "v_over_d_passes": vd, "rho": rho, "kappa": pp.kappa, "mean_step_tokens": d,
             "assumption": "renewal over the tasks' chunk lengths (every draft accepted), "
                           "independent acceptance at p, roofline v/d, rho, kappa at batch 1 "
                           "for mean step/observation tokens and median context"}
@@ -76,7 +79,9 @@ def report(tasks, sc: Scenario, progress=None):
     result = {"protocols": summarize(rows), "closed_form": closed_form(tasks, sc),
               "scenario": {"p": sc.p, "K": sc.K, "p_dist": sc.p_dist, "sessions": sc.sessions,
                            "arrival_rate": sc.arrival_rate, "seed": sc.seed, "tasks": len(tasks),
-                           "strong": sc.strong.describe(), "weak": sc.weak.describe()}}
+                           "strong": sc.strong.describe(), "weak": sc.weak.describe(),
+                           "step_scales": {"strong": sc.strong_step_scale, "weak": sc.weak_step_scale, "rho": sc.rho,
+                                           "source": sc.step_scale_source or "the recorded tokens"}}}
     result["notes"] = notes(tasks, result)
     return rows, result
 
@@ -112,5 +117,6 @@ def notes(tasks, result) -> list[str]:
                    f"tokens {lo:.0%}-{hi:.0%} there, {m['strong_decode_tokens_ratio']['mean']:.1%} here (a review "
                    f"decodes a verdict, not a step: the paper's share needs verdicts of a few hundred tokens or "
                    f"thinking strong steps); wall {bench['wall']} there, {m['wall_ratio']['mean']:.2f} here "
-                   f"(kappa {kappa:.2f} here; the paper's wall needs about 0.2: docs/protocols.md).")
+                   f"(kappa {kappa:.2f} here; the paper's wall needs about 0.2, as with strong steps of about 2.5x the "
+                   f"weak model's tokens: --strong-step-scale, docs/protocols.md).")
     return out

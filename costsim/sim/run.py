@@ -17,6 +17,7 @@ import simpy
 from .. import protocols, roofline
 from ..config import WORKLOAD
 from ..profiles import Deployment
+from ..protocols.schedule import check_scale
 from . import api
 from .acceptance import parse_p_dist
 from .agent import Latency, TaskRun
@@ -33,7 +34,7 @@ class Scenario:
     K: int = WORKLOAD.K
     p_dist: str | None = None
     protocols: tuple = protocols.DEFAULT
-    rho: float = WORKLOAD.rho
+    rho: float | None = None      # repair tokens per recorded step token (None: strong_step_scale)
     verdict_tokens: int = int(WORKLOAD.verdict_tokens)
     sessions: int = 1
     arrival_rate: float | None = None
@@ -46,6 +47,11 @@ class Scenario:
     user_latency: Latency = field(default_factory=Latency)
     network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
     seed: int = 0
+    # Decoded tokens per recorded token of a step the model authors (a thinking model: > 1);
+    # from a trace's per-model step tokens (costsim.traces.stats.step_scales) or flags.
+    strong_step_scale: float = 1.0
+    weak_step_scale: float = 1.0
+    step_scale_source: str = ""   # where the step scales came from (empty: the values given)
     # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
     false_accept: float = 0.0     # verifier errors of SpecAgent's reviews
     false_reject: float = 0.0
@@ -63,9 +69,14 @@ class Scenario:
     calibration: tuple = ()
 
 
+    def __post_init__(self):
+        if self.rho is None:  # a repair is a step the strong model authors
+            object.__setattr__(self, "rho", WORKLOAD.rho * self.strong_step_scale)
+
+
 #: Scenario fields passed to every protocol as options (each takes those it knows).
-PROTOCOL_OPTIONS = ("K", "rho", "verdict_tokens", "false_accept", "false_reject", "escalate_p",
-                    "escalation_span", "spec_hit_rate", "self_spec_hit_rate")
+PROTOCOL_OPTIONS = ("K", "rho", "verdict_tokens", "strong_step_scale", "weak_step_scale", "false_accept",
+                    "false_reject", "escalate_p", "escalation_span", "spec_hit_rate", "self_spec_hit_rate")
 
 
 def protocol_options(sc: Scenario) -> dict:
@@ -93,6 +104,8 @@ def validate(sc: Scenario) -> None:
         raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
     if sc.arrival_rate is not None and not 0 < sc.arrival_rate < math.inf:
         raise ValueError(f"--arrival-rate must be > 0 tasks/s, got {sc.arrival_rate}")
+    check_scale(sc.strong_step_scale, "--strong-step-scale")
+    check_scale(sc.weak_step_scale, "--weak-step-scale")
     # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
     for name, v, hi in (("rho", sc.rho, 1000.0), ("verdict-tokens", sc.verdict_tokens, 1e6),
                         ("network-rtt", sc.network_rtt_s, math.inf)):

@@ -176,6 +176,38 @@ def model_stats(steps: list[Step]) -> dict:
     return out
 
 
+def _model_key(name: str) -> str:
+    """A model name for matching: lower case, no organisation prefix, letters and digits only
+    ("Qwen/Qwen3.5-4B" and "qwen3.5-4b" are both "qwen354b")."""
+    return "".join(ch for ch in name.rsplit("/", 1)[-1].lower() if ch.isalnum())
+
+
+def step_scales(tasks, strong_names, weak_names) -> dict | None:
+    """Per-model step tokens of a trace whose steps name the serving model (a weak/strong
+    cascade log): ``{"strong_step_scale", "weak_step_scale", "source"}``, each scale the mean
+    output tokens of that model's steps over the mean of all steps (so a protocol's decoded
+    tokens over the trace are the recorded models' own), or None unless the steps name a model
+    matching each of ``strong_names`` and ``weak_names`` (profile names or Hugging Face ids)."""
+    stats = model_stats([s for t in tasks for s in t.steps])
+    if len(stats) < 2:
+        return None
+
+    def find(names):
+        keys = [_model_key(n) for n in names if n]
+        hits = [m for m in stats if any(k and (_model_key(m).startswith(k) or k.startswith(_model_key(m)))
+                                        for k in keys if _model_key(m))]
+        return hits[0] if len(hits) == 1 else None
+
+    strong, weak = find(strong_names), find(weak_names)
+    if strong is None or weak is None or strong == weak:
+        return None
+    mean = {m: v["output_tokens"] / v["steps"] for m, v in stats.items()}
+    d = sum(v["output_tokens"] for v in stats.values()) / sum(v["steps"] for v in stats.values())
+    return {"strong_step_scale": mean[strong] / d, "weak_step_scale": mean[weak] / d,
+            "source": f"the trace's steps: {strong} {mean[strong]:.0f}, {weak} {mean[weak]:.0f}, all {d:.0f} "
+                      "output tokens per step (mean)"}
+
+
 def tool_latency_stats(steps: list[Step]) -> dict | None:
     """Recorded tool times (``Step.tool_duration_s``) of the tool steps, when the trace has
     them: how many, their mean, median and 95th percentile in seconds, per tool and overall."""
