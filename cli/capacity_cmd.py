@@ -7,9 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import WORKLOAD
 
-from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
+from ._common import SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, with_options
 
 _RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
                "hour": 3600.0, "day": 86400.0, "d": 86400.0}
@@ -39,36 +38,23 @@ def parse_seconds(text: str) -> float:
     return secs
 
 
+#: The scenario options capacity shares with simulate and replay (the rest are its own).
+_SHARED = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
+           "expert_parallel", "p_dist", "rho", "strong_step_scale", "weak_step_scale", "verdict_tokens", "tool_latency",
+           "api", "edge_device", "api_ttft", "api_tps", "seed", "json_out", "calibration")
+
+
+@with_options({k: SCENARIO_OPTIONS[k] for k in _SHARED})
 def capacity(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
     latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
-    p_accept: float = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
-    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
     protocols: str = typer.Option("strong-only,specagent", "--protocols", help="Comma-separated protocols to plan."),
-    strong: Optional[str] = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b]."),
-    weak: Optional[str] = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b]."),
-    strong_device: Optional[str] = typer.Option(None, "--strong-device", help="Strong device [h20]."),
-    weak_device: Optional[str] = typer.Option(None, "--weak-device", help="Weak device [h20]."),
-    strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it]."),
-    engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE, expert_parallel: bool = EXPERT_PARALLEL,
     strong_price: Optional[float] = typer.Option(None, "--strong-price", help="USD per GPU-hour of the strong device [its profile's]."),
     weak_price: Optional[float] = typer.Option(None, "--weak-price", help="USD per GPU-hour of the weak device [its profile's]."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
-    p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b | markov:... | recorded[:p]."),
-    rho: Optional[float] = typer.Option(None, "--rho", help="Repair tokens per rejection, per recorded token of the step [1, times --strong-step-scale]."),
-    strong_step_scale: Optional[float] = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per recorded token of a step it authors [the trace's, else 1]."),
-    weak_step_scale: Optional[float] = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per recorded token of a step it drafts [the trace's, else 1]."),
-    verdict_tokens: int = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict."),
-    tool_latency: str = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times)."),
-    api: Optional[str] = typer.Option(None, "--api", help="edge-cloud protocols: API profile of the strong model [qwen3.5-397b-a17b]; priced per token."),
-    edge_device: Optional[str] = typer.Option(None, "--edge-device", help="edge-cloud protocols: the weak model's device [rtx-5090]."),
-    api_ttft: Optional[float] = typer.Option(None, "--api-ttft", help="edge-cloud protocols: API time to first token, s."),
-    api_tps: Optional[float] = typer.Option(None, "--api-tps", help="edge-cloud protocols: API output tokens/s."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random stream."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's."),
+    **o,
 ):
     """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.
 
@@ -81,8 +67,8 @@ def capacity(
         raise UserError(f"--tasks must be >= 20, got {tasks}")
     if not 0 < tolerance < 1:
         raise UserError(f"--tolerance must be in (0, 1), got {tolerance}")
-    if strong_gpus is not None and strong_gpus < 1:
-        raise UserError(f"--strong-gpus must be >= 1, got {strong_gpus}")
+    if o["strong_gpus"] is not None and o["strong_gpus"] < 1:
+        raise UserError(f"--strong-gpus must be >= 1, got {o['strong_gpus']}")
     for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
         if v is not None and not v >= 0:
             raise UserError(f"{name} must be >= 0 USD per GPU-hour, got {v}")
@@ -95,20 +81,15 @@ def capacity(
     from costsim.config import build_scenario
 
     try:
-        work = _tasks(traces, tasks, seed)
-        sc = build_scenario(dict(
-            strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device, strong_gpus=strong_gpus,
-            engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel, p=p_accept, K=K, p_dist=p_dist,
-            protocols=names, rho=rho, strong_step_scale=strong_step_scale, weak_step_scale=weak_step_scale,
-            verdict_tokens=verdict_tokens, tool_latency=tool_latency, seed=seed, api=api,
-            edge_device=edge_device, api_ttft_s=api_ttft, api_output_tps=api_tps, calibration=calibration),
-            work if traces else None)
+        work = _tasks(traces, tasks, o["seed"])
+        settings = {_SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
+        sc = build_scenario({**settings, "protocols": names}, work if traces else None)
         res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
                        strong_price=strong_price, weak_price=weak_price)
     except ValueError as e:
         raise UserError(str(e)) from None
     res.pop("cells")
-    typer.echo(dumps(res) if json_out else render(res))
+    typer.echo(dumps(res) if o["json_out"] else render(res))
 
 
 def _tasks(traces, n, seed):

@@ -6,50 +6,42 @@ from typing import Optional
 
 import typer
 
-from costsim.config import WORKLOAD
+from ._common import SCENARIO_OPTIONS, UserError, dumps, with_options
 
-from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, UserError, dumps
+_SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
+           "expert_parallel", "strong_step_scale", "weak_step_scale", "json_out")
 
 
+@with_options({k: SCENARIO_OPTIONS[k] for k in _SHARED})
 def predict(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
-    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk."),
     steps: Optional[float] = typer.Option(None, help="Committed steps per task [default 13.8: the paper's tau² Airline]."),
     v_over_d: Optional[float] = typer.Option(None, "--v-over-d", help="Strong passes per verification / per authored step."),
-    rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of d."),
+    rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of the strong step."),
     kappa: Optional[float] = typer.Option(None, help="Weak step time / strong step time."),
     write_rate: Optional[float] = typer.Option(None, "--write-rate", help="Per-step probability of a state-changing call; chunks end at writes, K-read chunks auto-commit."),
     batch: Optional[int] = typer.Option(None, help="Decode batch on each replica (concurrent sessions) [default 16]."),
-    strong: Optional[str] = typer.Option(None, help="Strong model profile name, TOML or HF config.json [qwen3.5-397b-a17b]."),
-    weak: Optional[str] = typer.Option(None, help="Weak model profile name, TOML or HF config.json [qwen3.5-4b]."),
-    strong_device: Optional[str] = typer.Option(None, "--strong-device", help="Device of the strong replica [h20]."),
-    weak_device: Optional[str] = typer.Option(None, "--weak-device", help="Device of the weak replica [h20]."),
-    strong_gpus: Optional[int] = typer.Option(None, "--strong-gpus", help="Devices of the strong replica [as many as hold it]."),
     strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help="Strong weight precision [fp8]."),
     weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help="Weak weight precision [bf16]."),
-    engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE, expert_parallel: bool = EXPERT_PARALLEL,
     step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help="Mean tokens per agent step d̄ [340]."),
     obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help="Mean observation tokens per step [175]."),
     context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help="Typical context length [7720]."),
     verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help="Tokens of a verdict [24]."),
-    strong_step_scale: Optional[float] = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per token of a step it authors (thinking: > 1) [1]."),
-    weak_step_scale: Optional[float] = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per token of a step it drafts [1]."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    **o,
 ):
     """Closed-form SpecAgent cost per committed step, relative to Strong-only."""
     from costsim.calibration import CalibrationError
     from costsim.predict import predict as run
 
-    if strong_gpus is not None and strong_gpus < 1:
-        raise UserError(f"--strong-gpus must be >= 1, got {strong_gpus}")
+    if o["strong_gpus"] is not None and o["strong_gpus"] < 1:
+        raise UserError(f"--strong-gpus must be >= 1, got {o['strong_gpus']}")
+    json_out, K = o.pop("json_out"), o.pop("K")
     try:
         r = run(p_accept, K, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                 batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
                 obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
-                strong_step_scale=strong_step_scale, weak_step_scale=weak_step_scale, strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
-                strong_gpus=strong_gpus, strong_dtype=strong_dtype, weak_dtype=weak_dtype,
-                engine=engine, weak_engine=weak_engine, expert_parallel=expert_parallel)
+                strong_dtype=strong_dtype, weak_dtype=weak_dtype, **o)
     except (ValueError, CalibrationError) as e:
         raise UserError(str(e)) from None
     typer.echo(dumps(r) if json_out else render(r))

@@ -7,103 +7,33 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import WORKLOAD
+from ._common import SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps, with_options
 
-from ._common import ENGINE, EXPERT_PARALLEL, WEAK_ENGINE, Progress, UserError, atomic_write, check_output, dumps
-
-# Options shared by both commands (Typer reads them from each signature).
-P = typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")
-K_ = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")
-PDIST = typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")
-PROTOS = typer.Option(None, "--protocols", help=(
-    "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
-    "specagent-review-all, specagent-separate-repair, agentcollab, speculative-actions, self-spec, "
-    "specagent-self-spec, edge-cloud (adds its baseline cloud-strong-only). See docs/protocols.md."))
-SESSIONS = typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")
-RATE = typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")
-SEED = typer.Option(0, "--seed", min=0, help="Seed of every random stream.")
-STRONG = typer.Option(None, "--strong", help="Strong model [qwen3.5-397b-a17b].")
-WEAK = typer.Option(None, "--weak", help="Weak model [qwen3.5-4b].")
-SDEV = typer.Option(None, "--strong-device", help="Strong device [h20].")
-WDEV = typer.Option(None, "--weak-device", help="Weak device [h20].")
-SGPUS = typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")
-SREP = typer.Option(1, "--strong-replicas", help="Strong replicas.")
-WREP = typer.Option(1, "--weak-replicas", help="Weak replicas.")
-RHO = typer.Option(None, "--rho", help="Repair tokens per rejection, per recorded token of the step [1, times --strong-step-scale].")
-SSCALE = typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per recorded token of a step it authors (thinking: > 1) [the trace's per-model tokens where its steps name both models, else 1].")
-WSCALE = typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per recorded token of a step it drafts [as --strong-step-scale].")
-VERDICT = typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict.")
-TOOL = typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")
-RTT = typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")
-OUT = typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")
-JSON = typer.Option(False, "--json", help="Print one JSON object.")
-QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
-CALIB = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's.")
-# The protocols beyond the paper's (docs/protocols.md).
-FA = typer.Option(0.0, "--false-accept", help="SpecAgent verifier: P(accept a bad step) [0].")
-FR = typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")
-ESC = typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [fitted to the paper, docs/protocols.md; --option stall=acceptance: 1 - p_u].")
-SPAN = typer.Option(2, "--escalation-span", help="AgentCollab: strong steps of the first escalation, doubling after [2].")
-SPEC = typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(weak guess = strong step) [0.5].")
-SELF = typer.Option(0.66, "--self-spec-hit", help="Tool-call self-speculation Hit@1 on read-only calls [0.66].")
-API = typer.Option(None, "--api", help="Edge-cloud: API profile of the strong model [qwen3.5-397b-a17b].")
-TTFT = typer.Option(None, "--api-ttft", help="Edge-cloud: API time to first token, s [profile's, else 1.0 (assumption)].")
-TPS = typer.Option(None, "--api-tps", help="Edge-cloud: API output tokens/s [profile's, else 50 (assumption)].")
-EDGE = typer.Option(None, "--edge-device", help="Edge-cloud: local device of the weak model [rtx-5090].")
-OPTION = typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable (docs/protocols.md).")
-
-
-def simulate(
-    p_accept: float = P, K: int = K_, tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
-    p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
-    arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
-    weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
-    strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
-    expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
-    rho: Optional[float] = RHO, strong_step_scale: Optional[float] = SSCALE, weak_step_scale: Optional[float] = WSCALE,
-    verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
-    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
-    false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
-    escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
-    api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
-    option: Optional[List[str]] = OPTION,
-):
+@with_options(OPTIONS)
+def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
+             **o):
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
     from costsim.traces.synthetic import generate
 
-    if out is not None:
-        _check_table(out, ())  # before the run, not after it
-    _run(generate(tasks, seed=seed), locals(), inputs=(), traced=False)
+    if o["out"] is not None:
+        _check_table(o["out"], ())  # before the run, not after it
+    _run(generate(tasks, seed=o["seed"]), o, inputs=(), traced=False)
 
 
-def replay(
-    traces: List[str] = typer.Argument(..., help="Trajectory JSONL files or shipped trace names."),
-    p_accept: float = P, K: int = K_,
-    verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
-    p_dist: Optional[str] = PDIST, protocols: Optional[str] = PROTOS, sessions: int = SESSIONS,
-    arrival_rate: Optional[float] = RATE, seed: int = SEED, strong: Optional[str] = STRONG,
-    weak: Optional[str] = WEAK, strong_device: Optional[str] = SDEV, weak_device: Optional[str] = WDEV,
-    strong_gpus: Optional[int] = SGPUS, engine: Optional[str] = ENGINE, weak_engine: Optional[str] = WEAK_ENGINE,
-    expert_parallel: bool = EXPERT_PARALLEL, strong_replicas: int = SREP, weak_replicas: int = WREP,
-    rho: Optional[float] = RHO, strong_step_scale: Optional[float] = SSCALE, weak_step_scale: Optional[float] = WSCALE,
-    verdict_tokens: int = VERDICT, tool_latency: str = TOOL, network_rtt: float = RTT,
-    out: Optional[str] = OUT, json_out: bool = JSON, quiet: bool = QUIET, calibration: Optional[str] = CALIB,
-    false_accept: float = FA, false_reject: float = FR, escalate_p: Optional[float] = ESC,
-    escalation_span: int = SPAN, spec_hit: float = SPEC, self_spec_hit: float = SELF, api: Optional[str] = API,
-    api_ttft: Optional[float] = TTFT, api_tps: Optional[float] = TPS, edge_device: Optional[str] = EDGE,
-    option: Optional[List[str]] = OPTION,
-):
+@with_options(OPTIONS)
+def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files or shipped trace names."),
+           verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
+           **o):
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
     from costsim.traces import load
     from costsim.traces.jsonl import TraceError
 
     if verdicts not in (None, "recorded"):
         raise UserError(f"--verdicts must be 'recorded', got {verdicts!r}")
-    if verdicts and p_dist:
+    if verdicts and o["p_dist"]:
         raise UserError("--verdicts recorded and --p-dist are exclusive")
-    opts = dict(locals())
     if verdicts:
-        opts["p_dist"] = f"recorded:{p_accept}"
+        o["p_dist"] = f"recorded:{o['p_accept']}"
     tasks = []
     try:
         for t in traces:
@@ -117,32 +47,21 @@ def replay(
         tasks = [t for t in tasks if t.steps]
     if not tasks:
         raise UserError("no tasks with steps in " + ", ".join(traces))
-    if opts["out"] is not None:
-        _check_table(opts["out"], tuple(traces))
-    _run(tasks, opts, inputs=tuple(traces))
+    if o["out"] is not None:
+        _check_table(o["out"], tuple(traces))
+    _run(tasks, o, inputs=tuple(traces))
 
 
-#: simulate/replay flag -> scenario setting (costsim.config), where the names differ.
-_SETTING = {"p_accept": "p", "network_rtt": "network_rtt_s", "spec_hit": "spec_hit_rate",
-            "self_spec_hit": "self_spec_hit_rate", "api_ttft": "api_ttft_s", "api_tps": "api_output_tps",
-            "option": "options"}
-_NOT_SETTINGS = ("traces", "tasks", "verdicts", "out", "json_out", "quiet")
-
-
-def _settings(o: dict) -> dict:
-    """The scenario settings among a command's parameters ``o``."""
-    import inspect
-
-    params = set(inspect.signature(simulate).parameters) | set(inspect.signature(replay).parameters)
-    return {_SETTING.get(k, k): v for k, v in o.items() if k in params and k not in _NOT_SETTINGS}
+_NOT_SETTINGS = ("out", "json_out", "quiet")
 
 
 def _run(tasks, o: dict, inputs: tuple, traced: bool = True):
     from costsim.config import build_scenario
     from costsim.sim.report import report
 
+    settings = {SETTING.get(k, k): v for k, v in o.items() if k not in _NOT_SETTINGS}
     try:
-        sc = build_scenario(_settings(o), tasks if traced else None)
+        sc = build_scenario(settings, tasks if traced else None)
         total = len(tasks) * len(sc.protocols)
         with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
             rows, result = report(tasks, sc, bar.advance)
