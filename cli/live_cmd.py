@@ -5,114 +5,64 @@ httpx, numpy, scipy and xllamacpp are imported inside the commands, never at loa
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Optional
 
 import typer
 
 from costsim.config import WORKLOAD
 
-from ._common import Progress, UserError, atomic_write, check_output, dumps
+from ._common import Progress, UserError, atomic_write, check_output, dumps, with_options
 
 _SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
+_S, _I = Optional[str], Optional[int]
+#: The options calibrate and validate share: the endpoints, the call shapes, the requests.
+LIVE_OPTIONS = {
+    "weak": (_S, typer.Option(None, "--weak", help="Base URL of the weak model's OpenAI-compatible server.")),
+    "strong": (_S, typer.Option(None, "--strong", help="Base URL of the strong model's server.")),
+    "local": (bool, typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them.")),
+    "api_key_env": (_S, typer.Option(None, "--api-key-env", help="Environment variable that holds the API key of both endpoints (never written anywhere).")),
+    "weak_api_key_env": (_S, typer.Option(None, "--weak-api-key-env", help="Environment variable of the weak endpoint's API key [--api-key-env].")),
+    "strong_api_key_env": (_S, typer.Option(None, "--strong-api-key-env", help="Environment variable of the strong endpoint's API key [--api-key-env].")),
+    "K": (int, typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: steps drafted per review (the chunk prefill is K (d + o) tokens).")),
+    "step_tokens": (_I, typer.Option(None, "--step-tokens", help=f"Tokens of one agent step d ({_SHAPE_HELP}).")),
+    "obs_tokens": (_I, typer.Option(None, "--obs-tokens", help="Tokens of one tool observation o.")),
+    "verdict_tokens": (_I, typer.Option(None, "--verdict-tokens", help="Tokens of a verdict.")),
+    "chunk_tokens": (_I, typer.Option(None, "--chunk-tokens", help="Tokens the strong model prefills per review [K (d + o)].")),
+    "repair_tokens": (_I, typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d].")),
+    "trace": (_S, typer.Option(None, "--trace", help="Take step and observation tokens (medians) from a trace file or shipped trace.")),
+    "repeats": (int, typer.Option(3, "--repeats", help="Probes per shape (the fit uses per-shape medians).")),
+    "timeout": (float, typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed.")),
+    "retries": (int, typer.Option(3, "--retries", help="Retries per request (exponential backoff).")),
+    "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of the probe order and review outcomes (and of the local models).")),
+    "model_dir": (_S, typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models].")),
+    "json_out": (bool, typer.Option(False, "--json", help="Print one JSON object.")),
+}
+_SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens", "trace")
 
 
-def _opt_shapes():
-    return dict(
-        step_tokens=typer.Option(None, "--step-tokens", help=f"Tokens of one agent step d ({_SHAPE_HELP})."),
-        obs_tokens=typer.Option(None, "--obs-tokens", help="Tokens of one tool observation o."),
-        verdict_tokens=typer.Option(None, "--verdict-tokens", help="Tokens of a verdict."),
-        chunk_tokens=typer.Option(None, "--chunk-tokens", help="Tokens the strong model prefills per review [K (d + o)]."),
-        repair_tokens=typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d]."),
-        trace=typer.Option(None, "--trace", help="Take step and observation tokens (medians) from a trace file or shipped trace."),
-    )
+def _workload(o: dict):
+    from costsim.live.plan import workload
 
-
-_S = _opt_shapes()
-
-
-def _workload(local: bool, K: int, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace):
-    from costsim.live.plan import LOCAL_WORKLOAD, Workload
-
-    base = LOCAL_WORKLOAD if local else Workload()
-    vals = {"step_tokens": base.step_tokens, "obs_tokens": base.obs_tokens, "verdict_tokens": base.verdict_tokens}
-    if trace:
-        import statistics
-
-        from costsim.traces import TraceError, load
-
-        try:
-            tasks = load(trace).tasks
-        except (TraceError, OSError) as e:
-            raise UserError(str(e)) from None
-        steps = [s for t in tasks for s in t.steps]
-        if not steps:
-            raise UserError(f"{trace}: no steps in the trace")
-        vals["step_tokens"] = max(1, int(round(statistics.median(s.output_tokens for s in steps))))
-        vals["obs_tokens"] = max(1, int(round(statistics.median(s.observation_tokens for s in steps))))
-    for k, v in (("step_tokens", step_tokens), ("obs_tokens", obs_tokens), ("verdict_tokens", verdict_tokens)):
-        if v is not None:
-            vals[k] = v
     try:
-        return Workload(K=K, chunk_tokens=chunk_tokens, repair_tokens=repair_tokens, **vals)
+        return workload(o["local"], **{k: o[k] for k in _SHAPES})
     except ValueError as e:
         raise UserError(str(e)) from None
 
 
-_KEY = {
-    "both": typer.Option(None, "--api-key-env", help="Environment variable that holds the API key of both endpoints (never written anywhere)."),
-    "weak": typer.Option(None, "--weak-api-key-env", help="Environment variable of the weak endpoint's API key [--api-key-env]."),
-    "strong": typer.Option(None, "--strong-api-key-env", help="Environment variable of the strong endpoint's API key [--api-key-env]."),
-}
-
-
-def _key_envs(both, weak, strong):
-    """(weak, strong) API-key variables: each endpoint's own, else the shared one. A key is sent
-    only to the endpoint it is given for."""
-    return (weak or both, strong or both)
-
-
 @contextmanager
-def _endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=None, seed=0):
-    """The two endpoints (starting local servers with --local); always closed/stopped.
-    ``key_envs``: (weak, strong) environment variables of the API keys (None: no key)."""
-    from costsim.live.client import Endpoint
+def _endpoints(o: dict):
+    """The run's two endpoints (local servers started with --local); bad input is a UserError."""
+    from costsim.live.endpoints import key_envs, open_endpoints
 
-    if local and (weak or strong):
-        raise UserError("give either --local or --weak/--strong URLs, not both")
-    if not local and not (weak and strong):
-        raise UserError("both --weak URL and --strong URL are needed (or --local)")
-    if timeout <= 0 or retries < 0:
-        raise UserError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
-    servers = None
-    import signal
-
-    def _term(*_):
-        raise KeyboardInterrupt  # SIGTERM stops the local servers too, through the finally below
-
-    old_term = signal.signal(signal.SIGTERM, _term) if local else None
-    try:
-        if local:
-            from costsim.live.local import LocalServerError, LocalServers
-
-            typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
-            try:
-                servers = LocalServers(seed=seed, model_dir=model_dir).start()
-            except LocalServerError as e:
-                raise UserError(str(e)) from None
-            weak, strong = servers.weak.url, servers.strong.url
-            key_envs = (None, None)
-        eps = [Endpoint(u, api_key_env=k, timeout_s=timeout, retries=retries) for u, k in zip((weak, strong), key_envs)]
+    keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
+    with ExitStack() as stack:
         try:
-            yield eps[0], eps[1]
-        finally:
-            for e in eps:
-                e.close()
-    finally:
-        if servers is not None:
-            servers.stop()
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+            eps = stack.enter_context(open_endpoints(o["weak"], o["strong"], o["local"], keys, o["timeout"],
+                                                     o["retries"], o["model_dir"], o["seed"]))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        yield eps
 
 
 def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
@@ -130,46 +80,27 @@ def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tok
         bar.close()
 
 
+@with_options(LIVE_OPTIONS)
 def calibrate(
-    weak: Optional[str] = typer.Option(None, "--weak", help="Base URL of the weak model's OpenAI-compatible server."),
-    strong: Optional[str] = typer.Option(None, "--strong", help="Base URL of the strong model's server."),
-    local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them."),
     output: str = typer.Option("calib.toml", "--output", "-o", help="Calibration file to write."),
-    api_key_env: Optional[str] = _KEY["both"],
-    weak_api_key_env: Optional[str] = _KEY["weak"],
-    strong_api_key_env: Optional[str] = _KEY["strong"],
-    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size the ratios are for (the chunk prefill is K (d + o) tokens)."),
-    step_tokens: Optional[int] = _S["step_tokens"],
-    obs_tokens: Optional[int] = _S["obs_tokens"],
-    verdict_tokens: Optional[int] = _S["verdict_tokens"],
-    chunk_tokens: Optional[int] = _S["chunk_tokens"],
-    repair_tokens: Optional[int] = _S["repair_tokens"],
-    trace: Optional[str] = _S["trace"],
-    repeats: int = typer.Option(3, "--repeats", help="Probes per shape (the fit uses per-shape medians)."),
     max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", help="Longest prefill probe [the chunk]."),
     max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Longest decode probe [2 d]."),
     allow_cache: bool = typer.Option(False, "--allow-cache", help="Repeat identical prompts (prefix caching may then serve them)."),
     resume: bool = typer.Option(False, "--resume", help="Go on from the probes an interrupted run saved beside --output."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
-    retries: int = typer.Option(3, "--retries", help="Retries per request (exponential backoff)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the probe order (and of the local models)."),
-    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models]."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    **o,
 ):
     """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
-    w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
-    from costsim.live.calibrate import to_toml
+    from costsim.calibration import to_toml
 
+    w = _workload(o)
     check_output(output)
-    probes_path = output + ".probes.json"
-    with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
-                    timeout, retries, model_dir, seed) as (we, se):
-        res = _run_calibration(we, se, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
-                               probes_path, resume)
-    src = ("costsim calibrate --local (generated llama.cpp models)" if local else
+    with _endpoints(o) as (we, se):
+        res = _run_calibration(we, se, w, o["repeats"], o["seed"], allow_cache, max_prompt_tokens, max_output_tokens,
+                               output + ".probes.json", resume)
+    src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
            f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
     atomic_write(output, to_toml(res, src))
-    typer.echo(dumps(_calib_json(res, output)) if json_out else render_calibration(res, output))
+    typer.echo(dumps(_calib_json(res, output)) if o["json_out"] else render_calibration(res, output))
 
 
 def _calib_json(res, output):
@@ -220,97 +151,61 @@ def render_calibration(res, output) -> str:
     return "\n".join(lines)
 
 
-def _ratios_from_calibration(path, w):
-    """kappa, v/d, rho for workload ``w``: from the file's endpoint fits, else its [ratios]."""
-    from costsim.calibration import CalibrationError, load_calibration
-    from costsim.live.calibrate import fits_from_calibration
-    from costsim.live.fit import derive_ratios
-
-    try:
-        cal = load_calibration(path)
-    except CalibrationError as e:
-        raise UserError(str(e)) from None
-    fits = fits_from_calibration(cal.raw)
-    if fits:
-        return derive_ratios(fits["weak"], fits["strong"], w, draws=10)["time"], f"{path} (endpoint fits)"
-    missing = [k for k in ("kappa", "v_over_d", "rho") if k not in cal.ratios]
-    if missing:
-        raise UserError(f"{path}: [ratios] lacks {', '.join(missing)} and the file has no endpoint fits")
-    return dict(cal.ratios), f"{path} ([ratios])"
-
-
+@with_options(LIVE_OPTIONS)
 def validate(
-    weak: Optional[str] = typer.Option(None, "--weak", help="Base URL of the weak model's server."),
-    strong: Optional[str] = typer.Option(None, "--strong", help="Base URL of the strong model's server."),
-    local: bool = typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models."),
-    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u used to draw review outcomes."),
-    K: int = typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: steps drafted per review."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
     tasks: Optional[int] = typer.Option(None, "--tasks", help="Tasks to run under each protocol [20; 8 with --local]."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Committed steps per task [12; 6 with --local]."),
-    step_tokens: Optional[int] = _S["step_tokens"],
-    obs_tokens: Optional[int] = _S["obs_tokens"],
-    verdict_tokens: Optional[int] = _S["verdict_tokens"],
-    chunk_tokens: Optional[int] = _S["chunk_tokens"],
-    repair_tokens: Optional[int] = _S["repair_tokens"],
-    trace: Optional[str] = _S["trace"],
-    api_key_env: Optional[str] = _KEY["both"],
-    weak_api_key_env: Optional[str] = _KEY["weak"],
-    strong_api_key_env: Optional[str] = _KEY["strong"],
-    repeats: int = typer.Option(3, "--repeats", help="Probes per shape when calibrating first."),
     save_calibration: Optional[str] = typer.Option(None, "--save-calibration", help="Without --calibration: write the calibration this run makes there, its probes saved beside it as they come (resumable)."),
     resume: bool = typer.Option(False, "--resume", help="With --save-calibration: go on from the probes an interrupted run saved."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed."),
-    retries: int = typer.Option(3, "--retries", help="Retries per request."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the review outcomes."),
-    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Where --local keeps its generated models."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    **o,
 ):
     """Run SpecAgent for real (weak drafts, strong reviews) and Strong-only; measured vs predicted L."""
+    from costsim.calibration import CalibrationError, ratios_for, to_toml
     from costsim.live.client import EndpointError
     from costsim.live.validate import run_validation
 
     if not 0.0 <= p_accept <= 1.0:
         raise UserError(f"--p-accept must be in [0, 1], got {p_accept}")
-    if K < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
+    if o["K"] < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
         raise UserError("--K, --tasks and --steps must be >= 1")
-    if chunk_tokens is not None:
+    if o["chunk_tokens"] is not None:
         raise UserError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
                         "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
+    local, seed = o["local"], o["seed"]
     tasks = tasks or (8 if local else 20)
-    w = _workload(local, K, step_tokens, obs_tokens, verdict_tokens, chunk_tokens, repair_tokens, trace)
+    w = _workload(o)
     steps = steps or (6 if local else 12)
     ratios = src = None
     if calibration:
         if save_calibration:
             raise UserError("--save-calibration is for a run that calibrates; --calibration gives one already")
-        ratios, src = _ratios_from_calibration(calibration, w)
+        try:
+            ratios, src = ratios_for(calibration, w)
+        except CalibrationError as e:
+            raise UserError(str(e)) from None
     elif save_calibration:
         check_output(save_calibration)
-    with _endpoints(weak, strong, local, _key_envs(api_key_env, weak_api_key_env, strong_api_key_env),
-                    timeout, retries, model_dir, seed) as (we, se):
+    with _endpoints(o) as (we, se):
         if ratios is None:
             probes = save_calibration + ".probes.json" if save_calibration else None
-            res = _run_calibration(we, se, w, repeats, seed, False, None, None, probes, resume and bool(probes),
+            res = _run_calibration(we, se, w, o["repeats"], seed, False, None, None, probes, resume and bool(probes),
                                    label="calibrating (same run)")
             ratios, src = res["ratios"]["time"], "a calibration in this run"
             if save_calibration:
-                from costsim.live.calibrate import to_toml
-
                 atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
                 src = f"a calibration in this run, saved to {save_calibration}"
         bar = Progress("validating")
         try:
             out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar.update)
-        except EndpointError as e:
-            raise UserError(str(e)) from None
-        except ValueError as e:
+        except (EndpointError, ValueError) as e:
             raise UserError(str(e)) from None
         finally:
             bar.close()
         out["urls"] = {"weak": we.url, "strong": se.url}
     out["calibration"] = src
-    typer.echo(dumps(out) if json_out else render_validation(out))
+    typer.echo(dumps(out) if o["json_out"] else render_validation(out))
 
 
 def render_validation(r) -> str:

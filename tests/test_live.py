@@ -18,7 +18,8 @@ from costsim import formulas
 from costsim.calibration import load_calibration
 from costsim.cli.main import main
 from costsim.live import metrics
-from costsim.live.calibrate import analyse, fits_from_calibration, to_toml
+from costsim.calibration import fits_from_calibration, to_toml
+from costsim.live.calibrate import analyse
 from costsim.live.client import public_url
 from costsim.live.client import Endpoint, EndpointError
 from costsim.live.fit import FitError, derive_ratios, fit_endpoint
@@ -516,7 +517,7 @@ def test_api_key_comes_from_env_and_is_never_shown(scripted, monkeypatch):
 
 def test_a_key_goes_only_to_the_endpoint_it_is_given_for(scripted, monkeypatch):
     # A local weak server and a hosted strong API: the API's key must not reach the edge.
-    from costsim.cli.live_cmd import _endpoints, _key_envs
+    from costsim.live.endpoints import key_envs as _key_envs, open_endpoints as _endpoints
 
     monkeypatch.setenv("STRONG_KEY", "sk-strong")
     monkeypatch.setenv("BOTH_KEY", "sk-both")
@@ -578,15 +579,17 @@ def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys):
 def test_workload_from_a_trace_takes_its_medians_and_flags_win():
     import statistics
 
-    from costsim.cli.live_cmd import _workload
+    from costsim.live.plan import workload
     from costsim.traces import load
 
     steps = [s for t in load("tau2-airline").tasks for s in t.steps]
-    w = _workload(False, 6, None, None, None, None, None, "tau2-airline")
+    w = workload(trace="tau2-airline")
     assert w.step_tokens == round(statistics.median(s.output_tokens for s in steps))
     assert w.obs_tokens == round(statistics.median(s.observation_tokens for s in steps))
-    assert _workload(False, 6, 50, None, None, None, None, "tau2-airline").step_tokens == 50
-    assert _workload(True, 6, None, None, None, None, None, None) == LOCAL_WORKLOAD
+    assert workload(False, 6, 50, trace="tau2-airline").step_tokens == 50
+    assert workload(True) == LOCAL_WORKLOAD
+    with pytest.raises(ValueError, match="no such file|No such file"):
+        workload(trace="/nonexistent/trace.jsonl")
 
 
 # --- secrets never echoed ------------------------------------------------------------------------

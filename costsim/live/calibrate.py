@@ -10,7 +10,6 @@ of the environment variable, and URLs without user:password.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import random
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from . import fit as _fit
 from . import metrics as _metrics
-from .client import Endpoint, EndpointError, public_url
+from .client import Endpoint, EndpointError
 from ..resources import write_atomic
 from .plan import Probe, Workload, make_plan
 
@@ -180,73 +179,3 @@ def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, s
         "warnings": warnings,
     }
 
-
-# --- TOML -----------------------------------------------------------------------------------
-
-
-def _tv(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_tv(x) for x in v) + "]"
-    return json.dumps(str(v), ensure_ascii=False)
-
-
-def _table(name: str, d: dict) -> list[str]:
-    lines = [f"[{name}]"]
-    for k, v in d.items():
-        if v is None or isinstance(v, dict):
-            continue
-        lines.append(f"{k} = {_tv(v)}")
-    return lines + [""]
-
-
-def to_toml(res: dict, source: str) -> str:
-    fits, rat, w = res["fits"], res["ratios"], res["workload"]
-    out = ["# Written by `costsim calibrate`. [ratios] are in time (what the wall-time ratio L needs);",
-           "# [ratios_passes] are the paper's pass counting. API keys are never written here.", ""]
-    out += _table("calibration", {
-        "source": source, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "currency": "time", "weak_url": public_url(res["urls"]["weak"]), "strong_url": public_url(res["urls"]["strong"]),
-        "weak_model": res["models"]["weak"], "strong_model": res["models"]["strong"],
-        "weak_api_key_env": res["api_key_env"]["weak"], "strong_api_key_env": res["api_key_env"]["strong"],
-        "probes": res["n_probes"],
-    })
-    out += _table("ratios", rat["time"])
-    out += _table("ratios_ci95", {k: list(v) for k, v in rat["time_ci95"].items()})
-    out += _table("ratios_passes", rat["passes"])
-    out += _table("workload", w)
-    out += _table("seconds", {**rat["seconds"], "verify_prefill_pass_equivalents": rat["verify_prefill_pass_equivalents"]})
-    out += _table("direct", res["direct"])
-    for role in ("weak", "strong"):
-        f = fits[role]
-        out += _table(role, {**f.as_dict(), "forced_decode": res["forced_decode"].get(role)})
-        out += _table(f"{role}.ci95", {k: list(v) for k, v in f.ci95.items()})
-        if role in res["server"]:
-            out += _table(f"{role}.server", res["server"][role])
-    if res["warnings"]:
-        out += ["# warnings:"] + [f"#   {x}" for x in res["warnings"]]
-    return "\n".join(out) + "\n"
-
-
-def fits_from_calibration(raw: dict):
-    """Rebuild the two endpoint fits (point values only) from a calibration file's tables."""
-    import numpy as np
-
-    out = {}
-    for role in ("weak", "strong"):
-        t = raw.get(role)
-        if not isinstance(t, dict) or not all(isinstance(t.get(k), (int, float)) for k in _fit.PARAMS):
-            return None
-        out[role] = _fit.EndpointFit(*(float(t[k]) for k in _fit.PARAMS), ci95={}, cov=np.zeros((3, 3)), dof=0,
-                                     n_shapes=int(t.get("n_shapes", 0)), n_probes=int(t.get("n_probes", 0)),
-                                     r2=float(t.get("r2", math.nan)), max_rel_residual=float(t.get("max_rel_residual", math.nan)))
-    return out

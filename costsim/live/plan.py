@@ -64,6 +64,32 @@ class Workload:
 LOCAL_WORKLOAD = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
 
 
+def workload(local: bool = False, K: int | None = None, step_tokens=None, obs_tokens=None, verdict_tokens=None,
+             chunk_tokens=None, repair_tokens=None, trace=None) -> Workload:
+    """The call shapes of a live run: the defaults (:data:`LOCAL_WORKLOAD` for generated local
+    models), then a trace's median step and observation tokens, then the values given.
+    ValueError (one line) for a bad value or an unreadable or empty trace."""
+    base = LOCAL_WORKLOAD if local else Workload()
+    vals = {"step_tokens": base.step_tokens, "obs_tokens": base.obs_tokens, "verdict_tokens": base.verdict_tokens}
+    if trace:
+        import statistics
+
+        from ..traces import load
+
+        try:
+            steps = [s for t in load(trace).tasks for s in t.steps]
+        except OSError as e:
+            raise ValueError(f"{trace}: {e.strerror or e}") from None
+        if not steps:
+            raise ValueError(f"{trace}: no steps in the trace")
+        vals["step_tokens"] = max(1, int(round(statistics.median(s.output_tokens for s in steps))))
+        vals["obs_tokens"] = max(1, int(round(statistics.median(s.observation_tokens for s in steps))))
+    for k, v in (("step_tokens", step_tokens), ("obs_tokens", obs_tokens), ("verdict_tokens", verdict_tokens)):
+        if v is not None:
+            vals[k] = v
+    return Workload(K=base.K if K is None else K, chunk_tokens=chunk_tokens, repair_tokens=repair_tokens, **vals)
+
+
 @dataclass(frozen=True)
 class Probe:
     id: str
