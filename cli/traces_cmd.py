@@ -33,6 +33,18 @@ def _tool_kinds(paths):
     return out
 
 
+def _import(fn, importer: str, files, out: Path, tools, strict: bool, many: bool = False):
+    """Run importer ``fn`` on ``files`` (all of them with ``many``, else the one) and finish."""
+    from costsim.traces import TraceError
+
+    check_output(out, inputs=(*files, *(tools or ())))
+    try:
+        result = fn(list(files) if many else files[0], tool_kinds=_tool_kinds(tools), strict=strict)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    _finish_import(result, files[0], out, importer, tools, inputs=tuple(files))
+
+
 def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: tuple = ()):
     """Report warnings, write the JSONL atomically (never over an input), print a summary."""
     from costsim.traces import TraceError, dumps_jsonl
@@ -84,15 +96,9 @@ def import_tau2_cmd(
     strict: bool = typer.Option(False, "--strict", help="Any malformed simulation is fatal (default: skip it with a warning)."),
 ):
     """Import a tau²-Bench results file."""
-    from costsim.traces import TraceError
     from costsim.traces.tau2 import import_tau2
 
-    check_output(out, inputs=(file, *(tools or ())))
-    try:
-        result = import_tau2(file, tool_kinds=_tool_kinds(tools), strict=strict)
-    except TraceError as e:
-        raise UserError(str(e)) from None
-    _finish_import(result, file, out, "tau2", tools)
+    _import(import_tau2, "tau2", [file], out, tools, strict)
 
 
 @import_app.command("otel")
@@ -103,15 +109,9 @@ def import_otel_cmd(
     strict: bool = typer.Option(False, "--strict", help="Any malformed line, and any span whose parent is missing, is fatal."),
 ):
     """Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans)."""
-    from costsim.traces import TraceError
     from costsim.traces.otel import import_otel
 
-    check_output(out, inputs=(*files, *(tools or ())))
-    try:
-        result = import_otel(list(files), tool_kinds=_tool_kinds(tools), strict=strict)
-    except TraceError as e:
-        raise UserError(str(e)) from None
-    _finish_import(result, files[0], out, "otel", tools, inputs=tuple(files))
+    _import(import_otel, "otel", files, out, tools, strict, many=True)
 
 
 @import_app.command("openai")
@@ -122,15 +122,9 @@ def import_openai_cmd(
     strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
 ):
     """Import an OpenAI-style chat-completions log."""
-    from costsim.traces import TraceError
     from costsim.traces.openai import import_openai
 
-    check_output(out, inputs=(file, *(tools or ())))
-    try:
-        result = import_openai(file, tool_kinds=_tool_kinds(tools), strict=strict)
-    except TraceError as e:
-        raise UserError(str(e)) from None
-    _finish_import(result, file, out, "openai", tools)
+    _import(import_openai, "openai", [file], out, tools, strict)
 
 
 def _n(x, fmt=",.0f"):

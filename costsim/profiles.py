@@ -398,18 +398,21 @@ def _lookup(kind: str, name: str, label: str):
     return prof
 
 
+def _load(cls, kind: str, label: str, name_or_path: str):
+    """A profile of ``cls`` by name or alias (case-insensitive), or from a TOML file path."""
+    if name_or_path.endswith(".toml"):
+        return _build(cls, _read_toml(name_or_path), name_or_path)
+    return _lookup(kind, name_or_path, label)
+
+
 def load_device(name_or_path: str) -> Device:
     """A device by name or alias (case-insensitive), or from a TOML file path."""
-    if name_or_path.endswith(".toml"):
-        return _build(Device, _read_toml(name_or_path), name_or_path)
-    return _lookup("devices", name_or_path, "device")
+    return _load(Device, "devices", "device", name_or_path)
 
 
 def load_api(name_or_path: str) -> ApiEndpoint:
     """An API endpoint profile by name or alias, or from a TOML file path."""
-    if name_or_path.endswith(".toml"):
-        return _build(ApiEndpoint, _read_toml(name_or_path), name_or_path)
-    return _lookup("apis", name_or_path, "API profile")
+    return _load(ApiEndpoint, "apis", "API profile", name_or_path)
 
 
 #: The engine every command uses unless told otherwise.
@@ -418,19 +421,14 @@ DEFAULT_ENGINE = "vllm"
 
 def load_engine(name_or_path: str | None = None) -> Engine:
     """A serving engine profile by name or alias (default: vLLM), or from a TOML file path."""
-    name_or_path = name_or_path or DEFAULT_ENGINE
-    if name_or_path.endswith(".toml"):
-        return _build(Engine, _read_toml(name_or_path), name_or_path)
-    return _lookup("engines", name_or_path, "engine")
+    return _load(Engine, "engines", "engine", name_or_path or DEFAULT_ENGINE)
 
 
 def load_model(name_or_path: str) -> ModelSpec:
     """A model by name or alias, from a TOML profile path, or from a Hugging Face config.json."""
-    if name_or_path.endswith(".toml"):
-        return _build(ModelSpec, _read_toml(name_or_path), name_or_path)
     if name_or_path.endswith(".json"):
         return model_from_hf_config(name_or_path)
-    return _lookup("models", name_or_path, "model")
+    return _load(ModelSpec, "models", "model", name_or_path)
 
 
 def _read_toml(path: str) -> dict:

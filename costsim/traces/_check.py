@@ -71,22 +71,17 @@ def opt_count(d: dict, key: str, at: str) -> int | None:
     return v
 
 
+def opt_number(d: dict, key: str, at: str, what: str = "a number", minimum: float = -math.inf) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < minimum:
+        raise Bad(f"{at}.{key}", f"expected {what}, got {show(v)}")
+    return float(v)
+
+
 def opt_seconds(d: dict, key: str, at: str) -> float | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise Bad(f"{at}.{key}", f"expected a non-negative number of seconds, got {show(v)}")
-    return float(v)
-
-
-def opt_number(d: dict, key: str, at: str) -> float | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise Bad(f"{at}.{key}", f"expected a number, got {show(v)}")
-    return float(v)
+    return opt_number(d, key, at, "a non-negative number of seconds", 0.0)
 
 
 def opt_time(d: dict, key: str, at: str) -> datetime | None:
