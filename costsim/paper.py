@@ -191,7 +191,7 @@ def predicted_vs_observed(numbers: dict | None = None) -> dict:
         chunk_model(p, q, vita, 0, 0, 0)["strong calls (SA/SO)"] - vita["specagent_calls"] / vita["strong_only_calls"],
         chunk_model(p, q, vita, 0, 0, 0)["reviews that reject"] - vita["rejected_reviews"]])
     m = chunk_model(pv, qv, vita, 1.0, 1.0, 0)  # v/d and rho of 1 give each term's per-unit weight
-    half = 0.28 / 2  # the strong share, verdicts and repairs equal
+    half = vita["strong_share"] / 2  # the strong share, verdicts and repairs equal
     v_over_d = half / (m["strong calls (SA/SO)"])
     rho = half / (m["strong calls (SA/SO)"] * m["reviews that reject"])
     pq = {"VitaBench": (pv, qv)}

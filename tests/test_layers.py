@@ -16,6 +16,10 @@ FORBIDDEN = {
     "costsim.formulas": ("costsim.sim", "costsim.protocols", "simpy"),
     "costsim.roofline": ("costsim.sim", "costsim.protocols", "simpy"),
     "costsim.traces": ("costsim.sim", "costsim.protocols", "costsim.cli", "cli", "simpy"),
+    # A figure is an experiment (numbers, no drawing) and a drawing (no computing).
+    "costsim.figures.experiments": ("matplotlib",),
+    "costsim.figures.draw": ("costsim.sim", "costsim.roofline", "costsim.formulas", "costsim.capacity",
+                             "costsim.paper.predicted_vs_observed"),
     "costsim": ("cli", "costsim.cli"),
 }
 
