@@ -1,0 +1,82 @@
+"""`costsim predict`: the closed form's values as printed, flags and calibration files that
+override them, and the text's units and sources."""
+
+import json
+import subprocess
+
+import pytest
+from conftest import costsim_argv
+
+from costsim import formulas
+from costsim.cli.main import main
+
+
+def run(*args):
+    """Run ``costsim ARGS`` in a subprocess, as a user would."""
+    p = subprocess.run([*costsim_argv(), *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(capsys, *args):
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_predict_default_values_are_the_formulas(capsys):
+    r = run_json(capsys, "predict", "--p-accept", "0.8", "--K", "6")
+    for key in ("R", "L", "commits_per_review", "weak_steps_per_commit", "strong_calls_per_task", "v_over_d",
+                "rho", "kappa", "n", "balance_batch", "regime", "break_even_kappa", "best_K"):
+        assert key in r
+    vd, rho, kappa = r["v_over_d"], r["rho"], r["kappa"]
+    assert vd == pytest.approx((1 + 24) / 340)  # default: 1 prefill pass + 24 verdict tokens / 340-token step
+    assert r["R"] == pytest.approx(float(formulas.R(0.8, 6, vd, rho)))
+    assert r["L"] == pytest.approx(float(formulas.L(0.8, 6, vd, rho, kappa)))
+    assert r["commits_per_review"] == pytest.approx((1 - 0.8**6) / 0.2)
+    assert r["strong_calls_per_task"] == pytest.approx(13.8 / r["commits_per_review"])
+    assert r["break_even_kappa"] == pytest.approx(float(formulas.break_even_kappa(0.8, 6, vd, rho)))
+    assert r["best_K"] == int(formulas.best_K(0.8, vd, rho, kappa)[0])
+    assert r["regime"] in ("memory-bound", "compute-bound")
+    assert r["strong_deployment"] == {"model": "qwen3.5-397b-a17b", "device": "h20", "n_devices": 8, "dtype": "fp8",
+                                      "engine": "vllm", "expert_parallel": False}
+    assert r["weak_deployment"]["engine"] == "vllm"
+    # The verdict says in words which side of break-even kappa this is.
+    side = "slower" if r["L"] > 1 else "faster"
+    assert r["verdict"].startswith(f"SpecAgent is {side} than Strong-only here")
+    assert r["balance_batch_paper"] == pytest.approx(37.0)
+    assert r["sources"]["kappa"].startswith("roofline")
+
+
+def test_predict_flags_override_and_say_so(capsys):
+    r = run_json(capsys, "predict", "-p", "0.5", "--K", "4", "--v-over-d", "0.2", "--rho", "1.5", "--kappa", "0.1")
+    assert r["R"] == pytest.approx(float(formulas.R(0.5, 4, 0.2, 1.5)))
+    assert r["L"] == pytest.approx(float(formulas.L(0.5, 4, 0.2, 1.5, 0.1)))
+    assert r["sources"]["v_over_d"] == r["sources"]["rho"] == r["sources"]["kappa"] == "flag"
+
+
+def test_predict_write_rate_uses_the_renewal_form(capsys):
+    r = run_json(capsys, "predict", "-p", "0.9", "--K", "6", "--write-rate", "0.2", "--v-over-d", "0.1",
+                 "--rho", "1", "--kappa", "0.2")
+    R, L = formulas.renewal_R_L(0.9, 6, 0.2, 0.1, 1.0, 0.2)
+    assert r["R"] == pytest.approx(float(R)) and r["L"] == pytest.approx(float(L))
+    assert r["L"] == pytest.approx(r["R"] + 0.2 * r["weak_steps_per_commit"])
+    # break-even kappa makes L = 1 in the renewal form too
+    R2, L2 = formulas.renewal_R_L(0.9, 6, 0.2, 0.1, 1.0, r["break_even_kappa"])
+    assert float(L2) == pytest.approx(1.0)
+
+
+def test_predict_calibration_file(tmp_path, capsys):
+    cal = tmp_path / "calib.toml"
+    cal.write_text('[calibration]\nsource = "test rig"\n[ratios]\nkappa = 0.25\nv_over_d = 0.05\n')
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))
+    assert r["kappa"] == 0.25 and r["v_over_d"] == 0.05
+    assert "test rig" in r["sources"]["kappa"]
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal), "--kappa", "0.3")
+    assert r["kappa"] == 0.3  # a flag beats the calibration file
+
+
+def test_predict_text_names_units_and_sources():
+    code, out, err = run("predict", "--p-accept", "0.8", "--K", "6")
+    assert code == 0, err
+    for phrase in ("R_u", "L_u", "weight passes", "calls", "balance point", "memory-bound", "sequences",
+                   "default:", "roofline (vllm strong, vllm weak):", "fp8 weights, vllm", "8x h20", "compute-bound"):
+        assert phrase in out
