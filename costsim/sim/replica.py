@@ -92,6 +92,7 @@ class Replica:
         self.busy_s = self.hbm_bytes = self.flops = self.batch_time = 0.0
         self.iterations = 0
         self._epoch: _Epoch | None = None
+        self._deferred = False  # a plan is due at this instant (see _next)
         # Running requests: a heap of (iteration they finish in, tie-break, request), the sum
         # of their contexts, and running per-sequence shares of weight bytes and busy time.
         self._running: list = []
@@ -115,10 +116,12 @@ class Replica:
         req = Request(self.env, prefill_tokens, context, decode_tokens)
         self.queue.append(req)
         ep = self._epoch
-        if ep is None and prefill_tokens <= self.token_budget:  # idle: nobody running or queued
+        if ep is None and not self._deferred and prefill_tokens <= self.token_budget:  # idle
             self._start_solo(req)
             return req
         req.done = Event(self.env)
+        if self._deferred:  # the plan at this instant is still to come: it takes this call too
+            return req
         if ep is None:
             self._plan()
         elif ep.start == self.env.now:  # nothing ran yet: plan again with everyone who came
@@ -283,10 +286,17 @@ class Replica:
         self._next()
 
     def _next(self):
+        """After an epoch: plan the next one once the calls submitted at this same instant are
+        in (a zero-time event behind the resumptions of the calls just finished), instead of
+        planning now and again for each of them."""
+        self._epoch = None
         if self.queue or self._running:
-            self._plan()
-        else:
-            self._epoch = None
+            self._deferred = True
+            Timeout(self.env, 0.0).callbacks.append(self._plan_deferred)
+
+    def _plan_deferred(self, _):
+        self._deferred = False
+        self._plan()
 
     def _apply_mixed(self, ep, finished):
         coef, c, secs = self.coef, ep.mixed_cost, ep.mixed_s
