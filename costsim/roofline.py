@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -129,17 +129,43 @@ class Coefficients:
         in iterations of at most ``token_budget`` tokens, then ``decode`` iterations at batch 1.
         What the simulator's replica charges an uncontended call (its test checks they agree)."""
         secs = hbm = flops = 0.0
-        while True:
-            t = min(prefill, token_budget)
-            s, h, f = self.prefill_chunk(t, context)[:3]
+        while prefill > token_budget:
+            s, h, f = self.prefill_chunk(token_budget, context)[:3]
             secs, hbm, flops = secs + s, hbm + h, flops + f
-            prefill, context = prefill - t, context + t
-            if prefill <= 0:
-                break
-        if decode > 0:
-            s, h, f = self.decode_run(1, context, decode)
-            secs, hbm, flops = secs + s, hbm + h, flops + f
-        return float(secs), float(hbm), float(flops)
+            prefill, context = prefill - token_budget, context + token_budget
+        pre, run = self.solo(prefill, context, decode)
+        return float(secs + pre[0] + run[0]), float(hbm + pre[1] + run[1]), float(flops + pre[2] + run[2])
+
+    @cached_property
+    def _batch1(self) -> tuple:
+        """The decode lines' constants at batch 1 (see :meth:`_decode_lines`)."""
+        return (self.flops_per_token * 1, self.flops_per_pair * 1 / self.compute_rate, float(self.weight_bytes(1)),
+                self.kv_bytes_per_token * 1 / self.memory_rate, self.comm_s_per_token * 1 + self.fixed_s)
+
+    def solo(self, tokens: int, context: int, m: int) -> tuple:
+        """``(prefill_chunk(tokens, context), decode_run(1, context + tokens, m))``: an
+        uncontended call's epoch, the simulator's hot path, in one call (the same arithmetic,
+        so the same numbers to the last bit: a test holds them equal)."""
+        fpt, fpp, kvb, sqb, cr, mr = (self.flops_per_token, self.flops_per_pair, self.kv_bytes_per_token,
+                                      self.seq_bytes, self.compute_rate, self.memory_rate)
+        if tokens > 0:
+            flops = fpt * tokens + fpp * (tokens * (context + tokens / 2.0))
+            hbm = ((self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens))
+                   + kvb * (context + tokens) + sqb * 1.0)
+            compute_s, memory_s = flops / cr, hbm / mr
+            secs = ((compute_s + memory_s + abs(compute_s - memory_s)) / 2.0 + self.comm_s_per_token * tokens
+                    + self.fixed_s)
+            pre = (secs, hbm, flops, compute_s, memory_s)
+        else:
+            pre = self.prefill_chunk(tokens, context)
+        if m <= 0:
+            return pre, (0.0, 0.0, 0.0)
+        C = context + tokens
+        fpt1, c1, wb1, m1, extra = self._batch1
+        c0 = (fpt1 + fpp * C) / cr
+        m0 = (wb1 + kvb * (C + 1) + sqb * 1) / mr
+        return pre, (self._sum_max(c0, c1, m0, m1, m) + extra * m, (m0 * m + m1 * m * (m - 1) / 2.0) * mr,
+                     (c0 * m + c1 * m * (m - 1) / 2.0) * cr)
 
     def decode_run(self, batch: float, context_sum: float, m: int):
         """Totals of ``m`` consecutive decode iterations of ``batch`` sequences whose contexts

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costsim import roofline as rl
-from costsim.profiles import Deployment, ModelSpec, load_model
+from costsim.profiles import Deployment, ModelSpec, load_device, load_model
 
 from conftest import IDEAL_ENGINE, LLAMA_8B_CONFIG, MIXTRAL_CONFIG
 
@@ -153,3 +153,14 @@ def test_scalar_and_array_costs_agree():
     arr = coef.cost(np.array([1.0, 37.0, 512.0]), np.array([4e3, 1e5, 3e6]), np.array([4e3, 1e5, 3e6]))
     for j, (t, p) in enumerate([(1.0, 4e3), (37.0, 1e5), (512.0, 3e6)]):
         assert float(coef.cost(t, p, p).seconds) == pytest.approx(arr.seconds[j])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 20000), st.integers(0, 60000), st.integers(0, 2000),
+       st.sampled_from(["qwen3-8b", "qwen3-30b-a3b", "qwen3.5-397b-a17b"]), st.integers(1, 8))
+def test_solo_is_prefill_chunk_then_decode_run_to_the_last_bit(tokens, context, m, model, n_dev):
+    # The simulator's fused hot path must be the same arithmetic as the two general forms.
+    c = rl.coefficients(Deployment(load_model(model), load_device("h20"), n_dev))
+    pre, run = c.solo(tokens, context, m)
+    assert pre == c.prefill_chunk(tokens, context)
+    assert run == (c.decode_run(1, context + tokens, m) if m > 0 else (0.0, 0.0, 0.0))

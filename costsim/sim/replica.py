@@ -190,14 +190,13 @@ class Replica:
         iteration) and then all its decode iterations."""
         if not (r.kv_held or self._admit(r)):
             self._never_fits(r)
-        coef, t = self.coef, r.prefill_left
+        t = r.prefill_left
         ep = _Epoch(self.env.now)
         ep.chunks, ep.solo = [(r, t)], r
-        ep.mixed_cost = pre = coef.prefill_chunk(t, r.context)
-        ep.mixed_s = pre[0]
+        ep.mixed_cost, run = self.coef.solo(t, r.context, r.decode_left)
+        ep.mixed_s = ep.mixed_cost[0]
         if r.decode_left > 0:
-            ep.B, ep.ctx_sum, ep.m = 1, r.context + t, r.decode_left
-            ep.run = coef.decode_run(1, ep.ctx_sum, ep.m)
+            ep.B, ep.ctx_sum, ep.m, ep.run = 1, r.context + t, r.decode_left, run
         self._epoch = ep
         t = Timeout(self.env, ep.mixed_s + ep.run[0], ep)
         t.callbacks.append(self._end)
