@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional
 
 import typer
 
 
-from ._common import SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, with_options
-
-_RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
-               "hour": 3600.0, "day": 86400.0, "d": 86400.0}
-_TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0}
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
-
-
-def parse_rate(text: str) -> float:
-    """'2/s', '120/min', '7200/h', '2' (per second) -> tasks per second."""
-    m = re.fullmatch(rf"\s*{_NUM}\s*(?:/\s*([a-z]+))?\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _RATE_UNITS):
-        raise UserError(f"--task-rate {text!r}: expected a number of tasks per unit, e.g. 2/s, 120/min, 7200/h")
-    rate = float(m.group(1)) / _RATE_UNITS[m.group(2) or "s"]
-    if not rate > 0:
-        raise UserError(f"--task-rate must be > 0, got {text!r}")
-    return rate
-
-
-def parse_seconds(text: str) -> float:
-    """'60s', '60', '1.5min', '500ms' -> seconds."""
-    m = re.fullmatch(rf"\s*{_NUM}\s*([a-z]*)\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
-        raise UserError(f"--latency-p95 {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
-    secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
-    if not secs > 0:
-        raise UserError(f"--latency-p95 must be > 0, got {text!r}")
-    return secs
-
+from ._common import SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, load_tasks, parse_rate, parse_seconds, with_options
 
 #: The scenario options capacity shares with simulate and replay (the rest are its own).
 _SHARED = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
@@ -81,7 +52,7 @@ def capacity(
     from costsim.config import build_scenario
 
     try:
-        work = _tasks(traces, tasks, o["seed"])
+        work = load_tasks(traces, tasks, o["seed"])
         settings = {_SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
         sc = build_scenario({**settings, "protocols": names}, work if traces else None)
         res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
@@ -90,25 +61,6 @@ def capacity(
         raise UserError(str(e)) from None
     res.pop("cells")
     typer.echo(dumps(res) if o["json_out"] else render(res))
-
-
-def _tasks(traces, n, seed):
-    if not traces:
-        from costsim.traces.synthetic import generate
-
-        return generate(n, seed=seed)
-    from costsim.traces import load
-    from costsim.traces.jsonl import TraceError
-
-    out = []
-    try:
-        for t in traces:
-            out.extend(load(t).tasks)
-    except (TraceError, OSError) as e:
-        raise UserError(str(e)) from None
-    if len(out) < 20:
-        raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
-    return out
 
 
 def _f(x, fmt="{:.3g}", none="-"):

@@ -13,6 +13,7 @@ import typer
 from . import capacity_cmd as _capacity
 from . import figures_cmd as _figures
 from . import live_cmd as _live
+from . import plan_cmd as _plan
 from . import predict as _predict
 from . import profiles_cmd as _profiles
 from . import roofline_cmd as _roofline
@@ -35,6 +36,7 @@ app.add_typer(_roofline.roofline_app, name="roofline")
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("capacity")(_capacity.capacity)
+app.command("plan")(_plan.plan)
 app.command("sweep")(_sweep.sweep)
 app.command("figures")(_figures.figures)
 app.command("calibrate")(_live.calibrate)

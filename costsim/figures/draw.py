@@ -276,3 +276,40 @@ def tau2_replay(df):
                  f"K = {TAU2_K}, chunking {DEFAULT_CHUNKING}", fontsize=9.5)
     fig.tight_layout()
     return fig
+
+
+def plan_front(res: dict):
+    """`costsim plan --figure`: every feasible screened configuration (cost per 1,000 tasks
+    against p95), the Pareto front, the simulated candidates and the recommendation."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.4, 5.4))
+    by = {}
+    for s in res["screened"]:
+        if s.feasible:
+            by.setdefault(s.config.protocol, []).append(s)
+    for (name, pts), c in zip(sorted(by.items()), COLORS):
+        ax.scatter([s.p95_s for s in pts], [s.cost_per_1k for s in pts], s=12, color=c, alpha=0.45, lw=0,
+                   label=f"{name}: {len(pts)} configurations (screen)")
+    front = res["front"]
+    ax.plot([s.p95_s for s in front], [s.cost_per_1k for s in front], color="k", lw=1.2, marker="o", ms=4,
+            label="Pareto front (screen)")
+    for s, r in res["confirmed"]:
+        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks"]], marker="D", ms=7, mfc="none", mec="k", ls="")
+    if res["confirmed"]:
+        ax.plot([], [], marker="D", ms=7, mfc="none", mec="k", ls="", label="confirmed by simulation")
+    if res["recommended"]:
+        s, r = res["recommended"]
+        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks"]], marker="*", ms=16, color="#d62728", mec="k", ls="",
+                label=f"recommended: {s.config.describe()}")
+    ax.axvline(res["latency_p95_target_s"], color="0.4", ls="--", lw=1)
+    ax.text(res["latency_p95_target_s"], 0.02, "target ", ha="right", va="bottom", fontsize=8.5, color="0.3",
+            transform=ax.get_xaxis_transform())
+    ax.set_yscale("log")
+    _plain_log(ax)
+    ax.set_xlabel("task latency p95 (s)")
+    ax.set_ylabel("USD per 1,000 tasks (GPUs paid by the hour)")
+    ax.set_title(f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 ≤ {res['latency_p95_target_s']:g} s, "
+                 f"{res['configurations']} configurations", fontsize=10)
+    ax.legend(fontsize=7.5, loc="upper center")
+    fig.tight_layout()
+    return fig

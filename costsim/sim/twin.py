@@ -103,14 +103,24 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
     budget = sc.token_budget
     models = {"strong": (lru_cache(maxsize=None)(lambda *a: s_coef.solo_call(*a, budget)), s_call),
               "weak": (lru_cache(maxsize=None)(lambda *a: w_coef.solo_call(*a, budget)), w_call)}
-    latency = {"read": sc.tool_latency.mean, "write": sc.tool_latency.mean,
-               "respond": sc.user_latency.mean, "final": 0.0, "recorded": sc.tool_latency.of}
     if recorded:
         def q(step):
             return p if step.verdict is None else np.full_like(p, float(step.verdict))
     else:
         def q(step):
             return p
+    restart, latency = _restarter(sc, name), _latency(sc)
+    return np.stack([_expect(task, restart(task), p, q, models, latency) for task in tasks])
+
+
+def _latency(sc: Scenario) -> dict:
+    return {"read": sc.tool_latency.mean, "write": sc.tool_latency.mean,
+            "respond": sc.user_latency.mean, "final": 0.0, "recorded": sc.tool_latency.of}
+
+
+def _restarter(sc: Scenario, name: str):
+    """``restart(task)(state)``: protocol ``name``'s schedule on ``task`` with the scenario's
+    options, started at a boundary's state (None: at the start)."""
     schedule, fixed = protocols.schedule_of(name)
     takes = set(inspect.signature(schedule).parameters)
     kw = {k: v for k, v in protocol_options(sc).items() if k in takes - {"task", "start"}}
@@ -119,65 +129,139 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
     def restart(task):
         run = partial(schedule, task, **kw)
         return (lambda state: run(start=state)) if "start" in takes else (lambda state: run())
-    return np.stack([_expect(task, restart(task), p, q, models, latency) for task in tasks])
+    return restart
+
+
+def call_weights(tasks, sc: Scenario, name: str) -> list:
+    """Per task, the expected number of each call a protocol makes and the expected value of
+    every column no call costs, at the scenario's p_u (its deployments do not enter): a list of
+    ``({(model, prefill, context, decode): expected calls}, {column: expected value})``.
+    :func:`rows_of_weights` costs them on any deployments, so a search over deployments runs
+    each schedule's branches once (expected costs are linear in the calls' costs)."""
+    if sc.p_dist or unavailable(tasks, sc):
+        raise ValueError("call weights need a plain per-step acceptance rate (no p_dist, no verifier errors)")
+    p = np.array([sc.p])
+    latency = _latency(sc)
+    restart = _restarter(sc, name)
+    out = []
+    for task in tasks:
+        calls, other = {}, [0.0] * len(COLUMNS)
+        for items, m in _segments(task, restart(task), lambda step: p, np.ones_like(p)):
+            w = float(m[0])
+            for cmd in items:
+                if type(cmd) is Call:
+                    calls[cmd] = calls.get(cmd, 0.0) + w
+            for k, v in enumerate(_cost([c for c in items if type(c) is not Call], None, latency)):
+                other[k] += w * v
+        out.append((calls, {c: other[i] for i, c in enumerate(COLUMNS) if other[i]}))
+    return out
+
+
+def rows_of_weights(weights, sc: Scenario):
+    """The expected rows, array (tasks, COLUMNS), of :func:`call_weights` on the scenario's
+    deployments: what :func:`expected_rows` gives, summed over calls in another order."""
+    rows = np.zeros((len(weights), len(COLUMNS)))
+    for i, (_, other) in enumerate(weights):
+        for c, v in other.items():
+            rows[i, _COL[c]] = v
+    for who, (coef, overhead) in zip(("strong", "weak"), replica_costs(sc)):
+        part = cost_of_calls(weights, who, coef, overhead, sc.token_budget)
+        base = _COL[f"{who}_calls"]
+        rows[:, base:base + len(COUNTERS)] += part[:, :-1]
+        rows[:, _COL["wall_s"]] += part[:, -1]
+    return rows
+
+
+def cost_of_calls(weights, model: str, coef, overhead_s: float, token_budget: int):
+    """Per task, the expected COUNTERS of ``model``'s calls in :func:`call_weights` on replicas
+    of coefficients ``coef`` (uncontended), then the wall time they add: array (tasks, 7)."""
+    out = np.zeros((len(weights), len(COUNTERS) + 1))
+    for i, (calls, _) in enumerate(weights):
+        n = pre = dec = hbm = flops = secs = wall = 0.0
+        for cmd, w in calls.items():
+            if cmd.model != model:
+                continue
+            s_, h_, f_ = coef.solo_call(cmd.prefill, cmd.context, cmd.decode, token_budget)
+            n, pre, dec = n + w, pre + w * cmd.prefill, dec + w * cmd.decode
+            hbm, flops, secs, wall = hbm + w * h_, flops + w * f_, secs + w * s_, wall + w * (s_ + overhead_s)
+        out[i] = (n, pre, dec, hbm, flops, secs, wall)
+    return out
 
 
 def _expect(task, restart, p, q, models, latency):
     """Expected costs of a schedule on ``task``: array (COLUMNS, len(p)). ``restart(state)``
-    starts it at a boundary's state (None: at the start of the task).
-
-    ``layers[i]`` maps each state at a boundary with i steps committed to its probability (an
-    array over p). From each state the schedule runs to its next boundary once for every
-    sequence of review outcomes (a script); each run adds only the costs after its script's
-    last answer, weighted by the script's probability, so every cost is counted once."""
+    starts it at a boundary's state (None: at the start of the task)."""
     vecs, masses = [], []  # each segment's costs and probability: summed at the end
-    layers = [dict() for _ in range(len(task.steps) + 1)]
-    layers[0][None] = np.ones_like(p)
-    for i in range(len(task.steps)):
-        for state, mass in layers[i].items():
-            scripts = [((), mass)]
-            while scripts:
-                script, m = scripts.pop(0)
-                vec, branch, reached = _segment(restart(state), script, models, latency)
-                vecs.append(vec)
-                masses.append(m)
-                if branch is not None:  # a review past the script: one script per outcome
-                    scripts.extend((script + (a,), m * pa) for a, pa in _outcomes(branch, q) if pa.any())
-                elif reached is not None:
-                    layers[reached.position][reached.state] = layers[reached.position].get(reached.state, 0.0) + m
+    for items, m in _segments(task, restart, q, np.ones_like(p)):
+        vecs.append(_cost(items, models, latency))
+        masses.append(m)
     if not vecs:
         return np.zeros((len(COLUMNS), len(p)))
     return np.asarray(vecs).T @ np.stack(masses)
 
 
-def _segment(gen, script, models, latency):
+def _segments(task, restart, q, one):
+    """Every segment of a schedule on ``task`` with its probability (an array like ``one``):
+    ``(commands after its script's last answer, probability)``.
+
+    ``layers[i]`` maps each state at a boundary with i steps committed to its probability. From
+    each state the schedule runs to its next boundary once for every sequence of review outcomes
+    (a script); each run keeps only the commands after its script's last answer, weighted by
+    the script's probability, so every command is counted once."""
+    layers = [dict() for _ in range(len(task.steps) + 1)]
+    layers[0][None] = one
+    for i in range(len(task.steps)):
+        for state, mass in layers[i].items():
+            scripts = [((), mass)]
+            while scripts:
+                script, m = scripts.pop(0)
+                items, branch, reached = _segment(restart(state), script)
+                yield items, m
+                if branch is not None:  # a review past the script: one script per outcome
+                    scripts.extend((script + (a,), m * pa) for a, pa in _outcomes(branch, q) if pa.any())
+                elif reached is not None:
+                    layers[reached.position][reached.state] = layers[reached.position].get(reached.state, 0.0) + m
+
+
+def _segment(gen, script):
     """Run ``gen`` from its starting boundary to the next one (or its end), answering its
-    reviews from ``script``: ``(costs after the script's last answer, the review past the
-    script or None, the boundary reached or None)``."""
-    vec = [0.0] * len(COLUMNS)
+    reviews from ``script``: ``(the commands after the script's last answer, the review past
+    the script or None, the boundary reached or None)``."""
+    items = []
     answered, value, first = 0, None, True
     while True:
         try:
             cmd = gen.send(value)
         except StopIteration:
-            return vec, None, None
+            return items, None, None
         value = None
         kind = type(cmd)
         if kind is Boundary:
             if not first:
-                return vec, None, cmd
+                return items, None, cmd
             first = False
             continue
         if kind is Review:
             if answered == len(script):
-                return vec, cmd.steps, None
+                return items, cmd.steps, None
             value = script[answered]
             answered += 1
             if answered == len(script):
-                vec = [0.0] * len(COLUMNS)  # the costs so far belong to the script's parents
+                items = []  # the commands so far belong to the script's parents
             continue
         if answered < len(script):
             continue
+        if kind is Call or kind is Execute or kind is Count:
+            items.append(cmd)
+        else:
+            raise TypeError(f"the exact twin cannot run {cmd!r}")
+
+
+def _cost(items, models, latency) -> list:
+    """The COLUMNS of a segment's commands, in their order."""
+    vec = [0.0] * len(COLUMNS)
+    for cmd in items:
+        kind = type(cmd)
         if kind is Call:
             fn, overhead = models[cmd.model]
             secs, hbm, flops = fn(cmd.prefill, cmd.context, cmd.decode)
@@ -191,10 +275,9 @@ def _segment(gen, script, models, latency):
             lat = latency[step.kind] if rec is None else rec
             vec[_COL["wall_s"]] += lat
             vec[_COL["tool_s"]] += lat
-        elif kind is Count:
-            vec[_COL[cmd.name]] += cmd.n
         else:
-            raise TypeError(f"the exact twin cannot run {cmd!r}")
+            vec[_COL[cmd.name]] += cmd.n
+    return vec
 
 
 def _outcomes(steps, q):

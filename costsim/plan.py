@@ -1,0 +1,509 @@
+"""Plan a deployment: the cheapest fleet that serves a task rate under a p95 latency target,
+searched over strong device × GPUs per strong replica (tensor parallel, and expert parallel for
+MoE) × weak device × K × protocol.
+
+Two stages, as in serving planners that screen analytically and confirm by simulation:
+
+1. **The screen** (:func:`screen`), every configuration, in milliseconds each. The exact twin
+   (:mod:`costsim.sim.twin`) gives each task's expected uncontended wall time and the busy
+   seconds it puts on each replica at batch 1. A replica then is a batching server: with ``n``
+   replicas of a pool sharing the task rate λ, each runs a mean decode batch B solving
+   ``B = (λ / n) · S · f(B)`` (Little's law over the seconds S a task occupies a sequence slot,
+   stretched by ``f(B)``, the decode iteration time at batch B over batch 1, at the tasks'
+   median context). A task's latency is its uncontended time plus ``S · (f(B) - 1)`` on each
+   pool; the p95 scales with the mean (the tasks' own spread, not arrival bursts). A pool
+   whose B has no solution or passes the replica's sequence limit (``max_seqs``, or the KV
+   pool at the median context) is overloaded. For the task rate it picks the strong and weak
+   replica counts of least cost that meet the target.
+2. **Confirmation** (:func:`plan`): the simulator's capacity search (:mod:`costsim.capacity`)
+   re-plans the candidates the screen ranks cheapest, and the recommendation is the cheapest
+   of those the simulator confirms. The screen's error against the simulator is measured in
+   ``tests/test_plan.py`` and stated in ``docs/plan.md``.
+
+Prices are the device profiles' on-demand list prices (each with its source and date), unless
+overridden per device.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import roofline
+from .memory import devices_to_hold, max_sequences
+from .profiles import Deployment, load_device
+
+#: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
+GPU_OPTIONS = (1, 2, 4, 8)
+#: The devices searched unless told otherwise: the datacenter GPUs with public prices.
+DEFAULT_DEVICES = ("h20", "h100-sxm", "h200", "b200")
+DEFAULT_KS = (2, 4, 6, 8, 10, 12)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the search space."""
+
+    protocol: str
+    strong: Deployment | None      # None: the protocol has no strong replicas
+    weak: Deployment | None        # None: no weak replicas (Strong-only)
+    K: int
+
+    def describe(self) -> str:
+        parts = [self.protocol + (f" K={self.K}" if self.weak is not None and self.strong is not None else "")]
+        if self.strong is not None:
+            parts.append(f"strong {self.strong.n_devices}x {self.strong.device.name}"
+                         + (" EP" if self.strong.expert_parallel else ""))
+        if self.weak is not None:
+            parts.append(f"weak {self.weak.n_devices}x {self.weak.device.name}")
+        return ", ".join(parts)
+
+
+def configurations(strong_model, weak_model, devices=DEFAULT_DEVICES, protocols=("strong-only", "specagent"),
+                   Ks=DEFAULT_KS, engine=None, strong_dtype="fp8", weak_dtype="bf16", max_gpus=None,
+                   weak_devices=None) -> list[Config]:
+    """Every configuration to screen: for each strong device, each GPU count of
+    :data:`GPU_OPTIONS` that holds the strong model (both tensor- and expert-parallel for MoE),
+    each weak device (its model on as few GPUs as hold it), each K for protocols with a weak
+    drafter; Strong-only once per strong deployment, Weak-only once per weak one."""
+    from .profiles import load_engine
+
+    eng = load_engine(engine)
+    strong_deps, weak_deps = [], []
+    for name in devices:
+        dev = load_device(name)
+        hold = devices_to_hold(strong_model, dev, strong_dtype, eng)
+        for n in GPU_OPTIONS:
+            if n < hold or (max_gpus and n > max_gpus):
+                continue
+            for ep in ((False, True) if strong_model.is_moe and n > 1 else (False,)):
+                strong_deps.append(Deployment(strong_model, dev, n, strong_dtype, engine=eng, expert_parallel=ep))
+    for name in weak_devices or devices:
+        dev = load_device(name)
+        n = devices_to_hold(weak_model, dev, weak_dtype, eng)
+        if not max_gpus or n <= max_gpus:
+            weak_deps.append(Deployment(weak_model, dev, n, weak_dtype, engine=eng))
+    out = []
+    for p in protocols:
+        if p == "strong-only":
+            out += [Config(p, s, None, 0) for s in strong_deps]
+        elif p == "weak-only":
+            out += [Config(p, None, w, 0) for w in weak_deps]
+        else:
+            out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]
+    return out
+
+
+# --- the screen ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    """What a task puts on one pool of replicas (strong or weak), and how its replicas batch.
+
+    ``decode_s`` and ``prefill_s``: per task, seconds of its calls' decode and prefill at batch 1.
+    Under load a decode iteration of B sequences takes ``f(B)`` times one of a single sequence,
+    and the prefills of other calls take the replica ``u = rate · prefill_s`` of the time
+    (iterations that carry a prefill chunk are longer), so decode time stretches by
+    ``f(B) / (1 - u)``; a prefill runs as it would alone."""
+
+    dep: Deployment
+    decode_s: float
+    prefill_s: float
+    f: np.ndarray                  # f[B]: decode iteration time at batch B over batch 1 (f[0] = f[1] = 1)
+    cap: int                       # most sequences a replica runs (max_seqs, KV pool at the median context)
+
+    def batch(self, rate_per_replica: float) -> tuple[float, float] | None:
+        """(mean decode batch, decode stretch) at ``rate_per_replica`` tasks/s (None: overloaded)."""
+        u = rate_per_replica * self.prefill_s
+        if u >= 1.0:
+            return None
+        load = rate_per_replica * self.decode_s
+        B = load
+        for _ in range(500):
+            if B > self.cap:
+                return None
+            stretch = self.stretch(B) / (1.0 - u)
+            nxt = load * stretch
+            if abs(nxt - B) <= 1e-6 * max(B, 1.0):
+                return (nxt, stretch) if nxt <= self.cap else None
+            B = nxt
+        return None
+
+    def stretch(self, B: float) -> float:
+        """f at a fractional batch (linear between whole batches)."""
+        if B <= 1.0:
+            return 1.0
+        i = int(B)
+        if i + 1 >= len(self.f):
+            return float(self.f[-1]) * B / (len(self.f) - 1)
+        return float(self.f[i] + (B - i) * (self.f[i + 1] - self.f[i]))
+
+
+@dataclass
+class Screened:
+    """The screen's answer for one configuration at one task rate."""
+
+    config: Config
+    feasible: bool
+    strong_replicas: int = 0
+    weak_replicas: int = 0
+    gpus: int = 0
+    cost_per_1k: float | None = None
+    p95_s: float = math.inf
+    uncontended_p95_s: float = math.inf
+    strong_batch: float | None = None
+    weak_batch: float | None = None
+    why: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _pool(dep: Deployment, col: dict, who: str, context: float, max_seqs: int) -> Pool:
+    """A pool from the twin's expected rows: its calls' mean prefill and decode tokens per task,
+    costed at batch 1 at the median context (the busy seconds split in that proportion)."""
+    cap = int(min(max_seqs, max_sequences(dep, context)))
+    Bs = np.arange(0, cap + 2, dtype=float)
+    t = np.asarray(roofline.decode_step(dep, np.maximum(Bs, 1.0), context).seconds, float)
+    calls = float(col[f"{who}_calls"].mean())
+    pre_tok, dec_tok = float(col[f"{who}_prefill_tokens"].mean()), float(col[f"{who}_decode_tokens"].mean())
+    pre = calls * float(roofline.prefill(dep, pre_tok / calls, context).seconds) if calls else 0.0
+    dec = dec_tok * float(t[1])
+    busy = float(col[f"{who}_busy_s"].mean())
+    share = pre / (pre + dec) if pre + dec > 0 else 0.0
+    return Pool(dep, busy * (1.0 - share), busy * share, t / t[1], cap)
+
+
+class Rows:
+    """Expected per-task rows (:mod:`costsim.sim.twin` COLUMNS) of any configuration, from one
+    run of each schedule's branches per (protocol, K): the calls' costs per pool and deployment
+    are cached, so a search over deployments costs each deployment once."""
+
+    def __init__(self, tasks, base):
+        self.tasks, self.base = tasks, base
+        self._weights, self._parts = {}, {}
+        self.context = float(np.median([max(s.context_tokens, 0) for t in tasks for s in t.steps]))
+
+    def __call__(self, c: Config) -> dict:
+        from .sim.twin import COLUMNS, call_weights, cost_of_calls
+        from .sim.agent import COUNTERS
+        from .sim.run import replica_costs
+
+        key = (c.protocol, c.K)
+        sc = scenario_of(self.base, c)
+        if key not in self._weights:
+            self._weights[key] = call_weights(self.tasks, sc, c.protocol)
+        weights = self._weights[key]
+        col = {name: np.zeros(len(weights)) for name in COLUMNS}
+        for i, (_, other) in enumerate(weights):
+            for name, v in other.items():
+                col[name][i] = v
+        for who, dep, (coef, overhead) in zip(("strong", "weak"), (sc.strong, sc.weak), replica_costs(sc)):
+            pk = (key, who, dep)
+            if pk not in self._parts:
+                self._parts[pk] = cost_of_calls(weights, who, coef, overhead, sc.token_budget)
+            part = self._parts[pk]
+            for j, name in enumerate(COUNTERS):
+                col[f"{who}_{name}"] += part[:, j]
+            col["wall_s"] += part[:, -1]
+        return col
+
+
+class Screen:
+    """The screen of one configuration: its expected rows once, then any task rate and target."""
+
+    def __init__(self, rows: Rows, config: Config, max_seqs: int = 256):
+        col = rows(config)
+        self.config, self.wall, self.context = config, col["wall_s"], rows.context
+        self.pools = {}
+        for who, dep in (("strong", config.strong), ("weak", config.weak)):
+            if dep is not None and col[f"{who}_calls"].sum() > 0:
+                self.pools[who] = _pool(dep, col, who, rows.context, max_seqs)
+        self.calls = {k: float(col[f"{k}_calls"].mean()) for k in ("strong", "weak")}
+        self.uncontended_p95 = float(np.percentile(self.wall, 95))
+
+    def latency(self, rate: float, replicas: dict) -> tuple[float, dict] | None:
+        """(p95 seconds, {pool: batch}) at ``rate`` tasks/s over ``replicas`` per pool; None if a
+        pool is overloaded."""
+        mean0 = float(self.wall.mean())
+        extra, batches = 0.0, {}
+        for name, pool in self.pools.items():
+            got = pool.batch(rate / replicas[name])
+            if got is None:
+                return None
+            batches[name], stretch = got
+            extra += pool.decode_s * (stretch - 1.0)
+        return self.uncontended_p95 * (mean0 + extra) / mean0 if mean0 > 0 else 0.0, batches
+
+    def cell_rate(self, target_s: float, weak_per_strong: int = 1) -> float:
+        """The highest rate one strong and ``weak_per_strong`` weak replicas sustain under the
+        target (bisection; 0 if the target is below the uncontended p95)."""
+        if self.uncontended_p95 > target_s:
+            return 0.0
+        reps = {"strong": 1, "weak": weak_per_strong} if "strong" in self.pools else {"weak": 1}
+
+        def ok(r):
+            out = self.latency(r, reps)
+            return out is not None and out[0] <= target_s
+        lo, hi = 0.0, 1.0
+        while ok(hi) and hi < 1e6:
+            lo, hi = hi, hi * 2
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+        return lo
+
+    def plan(self, rate: float, target_s: float, prices: dict) -> Screened:
+        """The replica counts of least cost that meet ``target_s`` at ``rate`` tasks/s."""
+        c = self.config
+        out = Screened(c, False, uncontended_p95_s=self.uncontended_p95)
+        if self.uncontended_p95 > target_s:
+            out.why = f"uncontended p95 {self.uncontended_p95:.1f} s is above the target"
+            return out
+        names = list(self.pools)
+        if not names:
+            out.why = "no replicas to plan"
+            return out
+        gpu = {k: self.pools[k].dep.n_devices for k in names}
+        price = {k: prices.get(self.pools[k].dep.device.name) for k in names}
+        if any(v is None for v in price.values()):
+            out.why = "no price for " + ", ".join(sorted(self.pools[k].dep.device.name for k in names if price[k] is None))
+            return out
+
+        def least(name, fixed):
+            """Fewest replicas of pool ``name`` meeting the target with the others at ``fixed``."""
+            def good(n):
+                r = self.latency(rate, {**fixed, name: n})
+                return r is not None and r[0] <= target_s
+            hi = 1
+            while not good(hi):
+                hi *= 2
+                if hi > 1 << 20:
+                    return None
+            lo = hi // 2
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if good(mid) else (mid, hi)
+            return hi
+
+        best = None
+        if len(names) == 1:
+            n = least(names[0], {})
+            cands = [] if n is None else [{names[0]: n}]
+        else:
+            # Every strong count from the fewest that meets the target with the weak pool ample
+            # to twice that, each with the fewest weak replicas that then meet it; the cheapest
+            # pair wins (more strong replicas only pay while they save weak ones).
+            n_s0 = least("strong", {"weak": 1 << 20})
+            cands = []
+            if n_s0 is not None:
+                for n_s in range(n_s0, 2 * n_s0 + 1):
+                    n_w = least("weak", {"strong": n_s})
+                    if n_w is not None:
+                        cands.append({"strong": n_s, "weak": n_w})
+        for reps in cands:
+            usd_h = sum(reps[k] * gpu[k] * price[k] for k in reps)
+            if best is None or usd_h < best[0]:
+                best = (usd_h, reps)
+        if best is None:
+            out.why = "no replica count meets the target (a pool saturates)"
+            return out
+        usd_h, reps = best
+        p95, batches = self.latency(rate, reps)
+        out.feasible = True
+        out.strong_replicas, out.weak_replicas = reps.get("strong", 0), reps.get("weak", 0)
+        out.gpus = sum(reps[k] * gpu[k] for k in reps)
+        out.cost_per_1k = usd_h * 1000.0 / (rate * 3600.0)
+        out.p95_s = p95
+        out.strong_batch, out.weak_batch = batches.get("strong"), batches.get("weak")
+        return out
+
+
+def pareto(points: list[Screened]) -> list[Screened]:
+    """The feasible points not beaten on both cost per task and p95 latency, cheapest first."""
+    feas = sorted((s for s in points if s.feasible), key=lambda s: (s.cost_per_1k, s.p95_s))
+    front, best_p95 = [], math.inf
+    for s in feas:
+        if s.p95_s < best_p95:
+            front.append(s)
+            best_p95 = s.p95_s
+    return front
+
+
+# --- prices ----------------------------------------------------------------------------------------
+
+
+def prices(devices, overrides: dict | None = None, today: _dt.date | None = None) -> dict:
+    """``{device: {"usd_per_gpu_hour", "source", "date", "age_days"}}``: the profiles' on-demand
+    list prices (the latest date their source names), or an override (``--price DEV=USD``)."""
+    today = today or _dt.date.today()
+    out = {}
+    for name in devices:
+        dev = load_device(name)
+        if overrides and dev.name in overrides:
+            out[dev.name] = {"usd_per_gpu_hour": float(overrides[dev.name]), "source": "--price", "date": None,
+                             "age_days": None}
+            continue
+        src = str(dev.sources.get("price_per_hour_usd", dev.source)) if dev.price_per_hour_usd is not None else ""
+        dates = sorted(re.findall(r"\b(20\d\d-\d\d(?:-\d\d)?)\b", src))
+        date = dates[-1] if dates else None
+        age = None
+        if date:
+            d = _dt.date.fromisoformat(date if len(date) == 10 else date + "-01")
+            age = (today - d).days
+        out[dev.name] = {"usd_per_gpu_hour": dev.price_per_hour_usd, "source": src or "no price in the profile",
+                         "date": date, "age_days": age}
+    return out
+
+
+def parse_prices(items) -> dict:
+    """``["h100-sxm=2.5", ...]`` -> ``{"h100-sxm": 2.5}`` (device names resolved through their
+    profiles, so aliases work); ValueError (one line) for anything else."""
+    out = {}
+    for item in items or ():
+        name, eq, val = str(item).partition("=")
+        try:
+            usd = float(val.strip().removesuffix("/h").removesuffix("/hr"))
+        except ValueError:
+            usd = math.nan
+        if not eq or not name.strip() or not (math.isfinite(usd) and usd >= 0):
+            raise ValueError(f"--price {item!r}: expected DEVICE=USD per GPU-hour, e.g. h100-sxm=2.49")
+        out[load_device(name.strip()).name] = usd
+    return out
+
+
+# --- the search, confirmed ---------------------------------------------------------------------------
+
+
+def search(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, progress=None) -> list[Screened]:
+    """The screen of every configuration at ``task_rate`` under ``target_s`` (cheapest first)."""
+    usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}
+    rows, out = Rows(tasks, base), []
+    for c in configs:
+        s = Screen(rows, c, base.max_seqs).plan(task_rate, target_s, usd)
+        out.append(s)
+        if progress:
+            progress(1)
+    return sorted(out, key=lambda s: (not s.feasible, s.cost_per_1k if s.cost_per_1k is not None else math.inf,
+                                      s.p95_s))
+
+
+def scenario_of(base, c: Config):
+    """The base scenario with the configuration's deployments, K and protocol."""
+    return replace(base, strong=c.strong or base.strong, weak=c.weak or base.weak, K=c.K or base.K,
+                   protocols=(c.protocol,))
+
+
+#: A confirming run's arrivals span this many latency targets (capacity's steady-state rule).
+STEADY_SPANS = 3.0
+
+
+def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
+    """The screened fleet simulated at ``task_rate`` (Poisson arrivals over all its replicas,
+    enough tasks — the given ones, repeated — that arrivals span :data:`STEADY_SPANS` targets);
+    while its p95 misses the target, each pool grows by a tenth (at least one replica), at
+    most ``grow`` times. Returns the replicas it confirms, their p95 and cost."""
+    from .capacity import latency_percentiles
+
+    c = s.config
+    n = max(len(tasks), math.ceil(STEADY_SPANS * target_s * task_rate))
+    work = [tasks[i % len(tasks)] for i in range(n)]
+    reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
+    for attempt in range(grow + 1):
+        sc = replace(scenario_of(base, c), arrival_rate=task_rate, sessions=1,
+                     strong_replicas=max(reps["strong"], 1), weak_replicas=max(reps["weak"], 1))
+        rows = simulate_rows(work, sc)
+        p50, p95, _ = latency_percentiles(rows)
+        if p95 <= target_s or attempt == grow:
+            break
+        reps = {k: v + max(1, math.ceil(v / 10)) if v else 0 for k, v in reps.items()}
+    gpus = {k: reps[k] * d.n_devices for k, d in (("strong", c.strong), ("weak", c.weak)) if d is not None and reps[k]}
+    usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
+                for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
+    return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"], "gpus": sum(gpus.values()),
+            "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
+            "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0), "tasks_simulated": n,
+            "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
+            "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
+
+
+def simulate_rows(tasks, sc):
+    from .sim.run import simulate
+
+    return simulate(tasks, sc)
+
+
+def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
+    """In plain words, for a SpecAgent plan: kappa at its operating batches against the
+    break-even kappa, and the strong batch against the balance point B*."""
+    from . import formulas
+
+    c = s.config
+    steps = [st for t in tasks for st in t.steps]
+    d = float(np.mean([st.output_tokens for st in steps]))
+    o = float(np.mean([st.observation_tokens for st in steps]))
+    ctx = float(np.median([max(st.context_tokens, 0) for st in steps]))
+    sb, wb = max(s.strong_batch or 1.0, 1.0), max(s.weak_batch or 1.0, 1.0)
+    pp = roofline.protocol_parameters(c.strong, c.weak, [c.K], d, o, base.verdict_tokens, base.rho, ctx,
+                                      strong_batch=sb, weak_batch=wb)
+    vd, rho = float(pp.v_over_d["time"][-1]), float(pp.rho["time"])
+    bek = float(formulas.break_even_kappa(base.p, c.K, vd, rho))
+    b_star = roofline.balance_batch(c.strong, ctx)
+    pays = pp.kappa < bek
+    b_txt = "∞" if not math.isfinite(b_star) else f"{b_star:.0f}"
+    return (f"SpecAgent {'pays' if pays else 'does not pay'} in time here: a weak step takes {pp.kappa:.2f} of a "
+            f"strong one at the operating batches (strong {sb:.1f}, weak {wb:.1f}; kappa), "
+            f"{'below' if pays else 'above'} the break-even {bek:.2f} at p_u = {base.p:g}, K = {c.K}. "
+            f"It stops paying when kappa passes {bek:.2f} (slower weak replicas, or busier ones) or when the strong "
+            f"batch passes the balance point B* = {b_txt} at {ctx:,.0f} tokens of context, where its extra prefill "
+            f"FLOPs become time.")
+
+
+def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
+         progress=None) -> dict:
+    """Screen every configuration, confirm the ``confirm_top`` cheapest screened ones by
+    simulation, and recommend the cheapest that the simulator confirms meets the target."""
+    if not task_rate > 0:
+        raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
+    if not target_s > 0:
+        raise ValueError(f"--latency-p95 must be > 0 s, got {target_s}")
+    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress)
+    front = pareto(screened)
+    feasible = [s for s in screened if s.feasible]
+    confirmed = []
+    for s in feasible[:confirm_top]:
+        res = confirm(tasks, base, s, task_rate, target_s, price_table)
+        confirmed.append((s, res))
+        if progress:
+            progress(0)
+    ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None]
+    rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks"]) if ok else None
+    out = {"task_rate_per_s": task_rate, "latency_p95_target_s": target_s, "configurations": len(configs),
+           "feasible": len(feasible), "screened": screened, "front": front, "confirmed": confirmed,
+           "recommended": rec, "prices": price_table}
+    if rec is None:
+        best_p95 = min((s.uncontended_p95_s for s in screened), default=math.inf)
+        out["why_none"] = (
+            f"no configuration meets a p95 of {target_s:g} s: the fastest uncontended p95 is {best_p95:.1f} s"
+            if not feasible else
+            "the simulator confirmed none of the screen's cheapest candidates (raise --confirm)")
+    else:
+        s, r = rec
+        bits = [f"the cheapest of {len(confirmed)} candidates the simulator confirmed "
+                f"(of {len(feasible)} the screen found feasible among {len(configs)})"]
+        so = [x for x in feasible if x.config.protocol == "strong-only"]
+        sa = [x for x in feasible if x.config.protocol.startswith("specagent")]
+        if s.config.protocol.startswith("specagent") and so:
+            bits.append(f"the screen's cheapest Strong-only plan costs {so[0].cost_per_1k / s.cost_per_1k:.2f}x "
+                        "its cost")
+        elif s.config.protocol == "strong-only" and sa:
+            bits.append(f"the screen's cheapest SpecAgent plan costs {sa[0].cost_per_1k / s.cost_per_1k:.2f}x its cost")
+        out["why"] = "; ".join(bits)
+        if s.config.protocol.startswith("specagent"):
+            out["specagent"] = where_specagent_stops_paying(base, s, tasks)
+        elif sa:
+            out["specagent"] = where_specagent_stops_paying(base, sa[0], tasks)
+    return out

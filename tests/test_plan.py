@@ -1,0 +1,174 @@
+"""`costsim plan`: the screen against the simulator within its stated bounds, its call weights
+against the exact twin, monotone in task rate and target, prices with dates, and the command."""
+
+import datetime as dt
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costsim import capacity as cap
+from costsim import plan as P
+from costsim.cli.main import main
+from costsim.predict import deployments
+from costsim.sim import Scenario
+from costsim.sim.twin import call_weights, expected_rows, rows_of_weights
+from costsim.traces.synthetic import generate
+
+TASKS = generate(200, seed=0)
+#: The screen's stated error (docs/plan.md): its p95 is within this fraction of the simulator's
+#: wherever its p95 is at most twice the uncontended one (measured: -18% to +13%).
+P95_BOUND = 0.25
+
+
+def _base(dev):
+    s, w = deployments(strong_device=dev, weak_device=dev)
+    return Scenario(strong=s, weak=w, p=0.8, K=6)
+
+
+@pytest.mark.parametrize("proto", ["strong-only", "weak-only", "specagent"])
+def test_call_weights_cost_what_the_exact_twin_costs(proto):
+    sc = replace_protocol(_base("h200"), proto)
+    a = expected_rows(TASKS[:60], sc)[proto]
+    b = rows_of_weights(call_weights(TASKS[:60], sc, proto), sc)
+    np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-9)
+
+
+def replace_protocol(sc, proto):
+    from dataclasses import replace
+
+    return replace(sc, protocols=(proto,))
+
+
+@pytest.mark.parametrize("dev,proto,weak", [("h20", "strong-only", 0), ("b200", "strong-only", 0),
+                                            ("h20", "specagent", 2), ("b200", "specagent", 4)])
+@pytest.mark.parametrize("mult", [1.5, 2.0])
+def test_screen_p95_is_within_its_stated_bound_of_the_simulator(dev, proto, weak, mult):
+    base = _base(dev)
+    scr = P.Screen(P.Rows(TASKS, base), P.Config(proto, base.strong, base.weak if weak else None, 6))
+    reps = {"strong": 1, "weak": weak} if weak else {"strong": 1}
+    target = scr.uncontended_p95 * mult
+    lo, hi = 0.0, 50.0  # the rate at which the screen's p95 is the target
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        r = scr.latency(mid, reps)
+        lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
+    n = max(len(TASKS), math.ceil(3 * target * lo * 1.5))  # arrivals span the probes' steady rule
+    rows = cap._run([TASKS[i % len(TASKS)] for i in range(n)], base, proto, lo, 1, weak or cap.AMPLE)
+    _, p95, _ = cap.latency_percentiles(rows)
+    assert abs(target / p95 - 1) <= P95_BOUND, (target, p95)
+
+
+def test_screened_strong_only_cell_rate_brackets_the_capacity_search():
+    # Where the simulator's search is not capped by its probes, the screen's sustainable rate is
+    # within the same bound of it.
+    base = _base("b200")
+    scr = P.Screen(P.Rows(TASKS, base), P.Config("strong-only", base.strong, None, 0))
+    cell = cap.search_cell(TASKS, base, "strong-only", cap.Search(latency_p95_s=120))
+    assert not cell.capped and cell.rate > 0
+    assert abs(scr.cell_rate(120) / cell.rate - 1) <= P95_BOUND
+
+
+@pytest.fixture(scope="module")
+def screens():
+    out = []
+    for dev in ("h20", "b200"):
+        base = _base(dev)
+        rows = P.Rows(TASKS, base)
+        out += [P.Screen(rows, c) for c in (P.Config("strong-only", base.strong, None, 0),
+                                            P.Config("specagent", base.strong, base.weak, 4))]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(r1=st.floats(0.05, 5.0), r2=st.floats(0.05, 5.0), t1=st.floats(40.0, 400.0), t2=st.floats(40.0, 400.0),
+       i=st.integers(0, 3))
+def test_fleet_cost_is_monotone_in_task_rate_and_target(screens, r1, r2, t1, t2, i):
+    """A higher rate never costs less per hour; a looser target never costs more."""
+    scr, usd = screens[i], {"h20": 1.0, "b200": 6.0}
+    (r1, r2), (t1, t2) = sorted((r1, r2)), sorted((t1, t2))
+
+    def per_hour(rate, target):
+        s = scr.plan(rate, target, usd)
+        return s.cost_per_1k * rate * 3.6 if s.feasible else math.inf
+    assert per_hour(r1, t2) <= per_hour(r2, t2) * (1 + 1e-9)
+    assert per_hour(r2, t2) <= per_hour(r2, t1) * (1 + 1e-9)
+
+
+def test_pareto_front_keeps_only_the_undominated():
+    c = P.Config("strong-only", None, None, 0)
+    pts = [P.Screened(c, True, cost_per_1k=x, p95_s=y) for x, y in ((1, 50), (2, 40), (3, 45), (4, 30), (5, 30))]
+    pts.append(P.Screened(c, False))
+    assert [(s.cost_per_1k, s.p95_s) for s in P.pareto(pts)] == [(1, 50), (2, 40), (4, 30)]
+
+
+def test_prices_have_their_sources_dates_and_ages():
+    t = P.prices(["h100-sxm", "h20"], {"h20": 0.9}, today=dt.date(2026, 12, 1))
+    assert t["h20"] == {"usd_per_gpu_hour": 0.9, "source": "--price", "date": None, "age_days": None}
+    h = t["h100-sxm"]
+    assert h["usd_per_gpu_hour"] == 3.49 and h["date"] == "2026-10-24" and h["age_days"] == 38
+    assert P.parse_prices(["H100=2.5", "b200=6/h"]) == {"h100-sxm": 2.5, "b200": 6.0}
+    for bad in ("h100", "h100=-1", "h100=x", "=3"):
+        with pytest.raises(ValueError, match="--price"):
+            P.parse_prices([bad])
+
+
+def test_configurations_cover_devices_parallelism_and_K():
+    from costsim.profiles import load_model
+
+    cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"))
+    assert len(cfgs) >= 200
+    gpus = {(c.strong.device.name, c.strong.n_devices, c.strong.expert_parallel) for c in cfgs}
+    assert ("b200", 4, True) in gpus and ("b200", 4, False) in gpus and ("h20", 4, False) not in gpus  # 4 H20 cannot hold it
+    assert {c.K for c in cfgs if c.protocol == "specagent"} == set(P.DEFAULT_KS)
+    assert all(c.weak is None for c in cfgs if c.protocol == "strong-only")
+
+
+def test_plan_command_recommends_a_confirmed_plan_that_capacity_confirms(capsys):
+    assert main(["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "h200,b200", "--K", "2,6",
+                 "--tasks", "80", "--confirm", "2", "-q", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rec = out["recommended"]
+    assert out["configurations"] >= 10 and out["front"] and rec is not None
+    assert rec["simulated"]["meets_target"] and rec["simulated"]["latency_p95_s"] <= 90
+    assert rec["simulated"]["cost_per_1k_tasks"] <= min(c["simulated"]["cost_per_1k_tasks"] for c in out["confirmed"]
+                                                        if c["simulated"]["meets_target"])
+    costs = [p["cost_per_1k_tasks_usd"] for p in out["front"]]
+    p95s = [p["latency_p95_s"] for p in out["front"]]
+    assert costs == sorted(costs) and p95s == sorted(p95s, reverse=True)
+    # A full `capacity` run of the recommended configuration meets the target too.
+    s = rec["screen"]
+    argv = ["capacity", "--task-rate", "1/s", "--latency-p95", "90s", "--protocols", s["protocol"], "--tasks", "80",
+            "--strong-device", s["strong"]["device"], "--strong-gpus", str(s["strong"]["gpus_per_replica"]), "--json"]
+    if s["weak"]:
+        argv += ["--weak-device", s["weak"]["device"], "--K", str(s["K"])]
+    if s["strong"]["expert_parallel"]:
+        argv.append("--expert-parallel")
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)["protocols"][s["protocol"]]
+    assert res["meets_target"]
+
+
+def test_plan_says_why_when_nothing_meets_the_target(capsys):
+    assert main(["plan", "--task-rate", "1/s", "--latency-p95", "5s", "--devices", "h20", "--K", "6",
+                 "--tasks", "40", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "No recommendation: no configuration meets a p95 of 5 s: the fastest uncontended p95 is" in out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--K", "0..3"], "every K must be in"),
+    (["--K", "a"], "expected a range 2..12 or a list"),
+    (["--price", "h100=abc"], "expected DEVICE=USD per GPU-hour"),
+    (["--devices", "nope"], "unknown device 'nope'"),
+    (["--protocols", "agentcollab"], "plan searches strong-only, weak-only and the specagent variants"),
+    (["--max-gpus", "0"], "--max-gpus must be >= 1"),
+    (["--figure", "/tmp/x.txt"], "expected a .png file name"),
+])
+def test_plan_bad_input_is_one_line(argv, msg, capsys):
+    assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", *argv]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
