@@ -17,12 +17,15 @@ task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` ce
   never fall as λ rises (see tests/test_capacity.py).
 - The operating point (latency p50/p95, running batches, sessions in flight) is simulated
   for one cell at its share λ/n of the load.
-- Rates are probed on the fixed grid start·(1 + rel_tol)^k. A probe of N tasks judges a rate
-  only if its arrivals span ``steady_spans`` times its own p95 latency (else the run never
-  reaches a steady state); the judging does not involve the target, so a looser target never
+- Rates are probed on the fixed grid start·(1 + rel_tol)^k. A probe judges a rate only if its
+  arrivals span ``steady_spans`` times its own p95 latency (else the run never reaches a
+  steady state); a probe of the given tasks within the target but too short for that runs
+  again on them repeated, as many as it takes (up to ``max_probe_tasks``), so the search
+  brackets the true rate instead of stopping at a floor; one already over the target fails
+  the rate (a longer run of the same load only queues more). The judging does not involve the target, so a looser target never
   finds a lower rate, and never more replicas (hypothesis-tested over target and rate). A cell
-  that still meets the target at the highest rate its probes can judge is reported as a lower
-  bound ("(>=)"), with the advice to give more tasks.
+  that meets the target at the highest rate even the longest probe can judge is reported as a
+  lower bound ("(>=)").
 
 Latency percentiles leave out the first ``warmup`` and the last ``cooldown`` fraction of
 tasks by arrival (the empty start and the drain of an open-loop run). Everything is
@@ -57,6 +60,7 @@ class Search:
     max_probes: int = 40
     max_weak_per_strong: int = 64
     steady_spans: float = 3.0      # a probe judges a rate if its arrivals span this many of its p95s
+    max_probe_tasks: int = 10_000  # a probe too short to judge its rate repeats its tasks up to this many
     refinements: int = 2           # extra cell searches with more weak replicas per strong
 
 
@@ -133,10 +137,21 @@ def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list
 
     def ok(k):  # (meets the target and is judged, judged)
         if k not in seen:
-            rate = start * g**k
-            rows = _run(tasks, sc, protocol, rate, strong, weak)
+            rate, work = start * g**k, tasks
+            rows = _run(work, sc, protocol, rate, strong, weak)
             p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
-            good, judged = p95 <= srch.latency_p95_s, rate <= judgeable(n, p95, srch)
+            # A probe within the target but too short to judge its rate runs again on the tasks
+            # repeated, until its arrivals span steady_spans of its own p95 (at most
+            # max_probe_tasks tasks). One already over the target fails the rate: a longer run
+            # of the same load only queues more.
+            while (p95 <= srch.latency_p95_s and rate > judgeable(len(work), p95, srch)
+                   and len(work) < srch.max_probe_tasks):
+                m = min(max(math.ceil(1.2 * srch.steady_spans * p95 * rate), 2 * len(work)), srch.max_probe_tasks)
+                work = [tasks[i % n] for i in range(m)]
+                rows = _run(work, sc, protocol, rate, strong, weak)
+                p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
+            good = p95 <= srch.latency_p95_s
+            judged = not good or rate <= judgeable(len(work), p95, srch)
             probes.append(Probe(rate, p50, p95, good, strong, weak))
             seen[k] = (good and judged, judged)
         return seen[k]
@@ -398,8 +413,9 @@ def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "
         "by arrival (warm-up and drain left out); tool latency "
         + (f"{sc.tool_latency.seconds:g} s" if sc.tool_latency.seconds else "0 (generation time only)"),
-        f"search: bisection over task rate per cell to {srch.rel_tol:.0%}, probes of {len(tasks)} tasks whose "
-        f"arrivals must span >= {srch.steady_spans:g} times their own p95 latency to judge a rate; a cell is one "
+        f"search: bisection over task rate per cell to {srch.rel_tol:.0%}, probes of {len(tasks)} tasks (repeated, up "
+        f"to {srch.max_probe_tasks:,}, where a rate needs more) whose arrivals must span >= {srch.steady_spans:g} "
+        "times their own p95 latency to judge a rate; a cell is one "
         "strong replica and w weak ones, w from the rates one strong and one weak replica sustain alone; "
         "cells = ceil(task rate / cell rate), reported latency from one cell at its share",
         "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "

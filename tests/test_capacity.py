@@ -272,11 +272,26 @@ def test_plans_never_need_more_for_a_looser_target_or_a_lower_rate(t1, t2, r1, r
     tasks = generate(40, seed=3, shape=SHORT)
     sc = Scenario(strong=s, weak=w, p=0.8, K=6, seed=1)
     (lo_t, hi_t), (lo_r, hi_r) = sorted((t1, t2)), sorted((r1, r2))
-    tight = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=lo_t, rel_tol=0.1))
-    loose = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=hi_t, rel_tol=0.1))
+    # (probes repeat their 40 tasks up to 400: enough to hold the property, quick to run)
+    tight = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=lo_t, rel_tol=0.1, max_probe_tasks=400))
+    loose = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=hi_t, rel_tol=0.1, max_probe_tasks=400))
     assert loose.rate >= tight.rate
     for cell in (tight, loose):
         if cell.feasible:
             assert cap.replicas_for(cell, lo_r)[0] <= cap.replicas_for(cell, hi_r)[0]
     if tight.feasible:
         assert cap.replicas_for(loose, hi_r)[0] <= cap.replicas_for(tight, hi_r)[0]
+
+
+def test_a_probe_too_short_to_judge_its_rate_repeats_its_tasks_instead_of_capping():
+    # 40 tasks cannot judge the rates this cell sustains; repeated, they can: the search
+    # brackets the true rate (a failing probe above it) instead of reporting a floor.
+    s, w = deps()
+    tasks = generate(40, seed=3, shape=SHORT)
+    sc = Scenario(strong=s, weak=w, p=0.8, K=6, seed=1)
+    short = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=150.0, rel_tol=0.1, max_probe_tasks=40))
+    full = cap.search_cell(tasks, sc, "strong-only", cap.Search(latency_p95_s=150.0, rel_tol=0.1))
+    assert short.capped and not full.capped
+    assert full.rate > short.rate
+    assert any(p.rate > full.rate and not p.feasible for p in full.probes)
+    assert any(p.rate == full.rate and p.feasible for p in full.probes)
