@@ -496,11 +496,15 @@ def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: d
                 f"(of {len(feasible)} the screen found feasible among {len(configs)})"]
         so = [x for x in feasible if x.config.protocol == "strong-only"]
         sa = [x for x in feasible if x.config.protocol.startswith("specagent")]
-        if s.config.protocol.startswith("specagent") and so:
-            bits.append(f"the screen's cheapest Strong-only plan costs {so[0].cost_per_1k / s.cost_per_1k:.2f}x "
-                        "its cost")
-        elif s.config.protocol == "strong-only" and sa:
-            bits.append(f"the screen's cheapest SpecAgent plan costs {sa[0].cost_per_1k / s.cost_per_1k:.2f}x its cost")
+        other = so if s.config.protocol.startswith("specagent") else sa if s.config.protocol == "strong-only" else []
+        if other:
+            o = other[0]
+            bits.append(f"the screen's cheapest {'Strong-only' if other is so else 'SpecAgent'} plan "
+                        f"({o.config.describe()}) costs {o.cost_per_1k / s.cost_per_1k:.2f}x its cost")
+            if o.uncontended_p95_s > 0.8 * target_s:
+                bits.append(f"its uncontended p95 is {o.uncontended_p95_s:.1f} s, within "
+                            f"{1 - o.uncontended_p95_s / target_s:.0%} of the target, so its replicas must run nearly "
+                            "empty")
         out["why"] = "; ".join(bits)
         if s.config.protocol.startswith("specagent"):
             out["specagent"] = where_specagent_stops_paying(base, s, tasks)
