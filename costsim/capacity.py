@@ -44,6 +44,7 @@ from . import roofline
 from .memory import kv_pool_bytes, max_sequences
 from .sim.api import ON_API, edge_deployment
 from .sim.run import Scenario, simulate
+from .traces.stats import step_shape
 
 #: Sentinel replica count for "ample": every task gets its own replica (no contention).
 AMPLE = -1
@@ -330,8 +331,7 @@ def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cos
 
 def balance_context(tasks) -> float:
     """Median context of the tasks' steps: the context at which B* is quoted."""
-    ctx = [max(s.context_tokens, 0) for t in tasks for s in t.steps]
-    return float(np.median(ctx)) if ctx else 0.0
+    return step_shape(tasks)[2]
 
 
 def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),

@@ -29,13 +29,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import roofline
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
+from .traces.stats import step_shape
 
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
 GPU_OPTIONS = (1, 2, 4, 8)
@@ -159,7 +160,6 @@ class Screened:
     strong_batch: float | None = None
     weak_batch: float | None = None
     why: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def _pool(dep: Deployment, col: dict, who: str, context: float, max_seqs: int) -> Pool:
@@ -185,7 +185,7 @@ class Rows:
     def __init__(self, tasks, base):
         self.tasks, self.base = tasks, base
         self._weights, self._parts = {}, {}
-        self.context = float(np.median([max(s.context_tokens, 0) for t in tasks for s in t.steps]))
+        self.context = step_shape(tasks)[2]
 
     def __call__(self, c: Config) -> dict:
         from .sim.twin import COLUMNS, call_weights, cost_of_calls
@@ -222,7 +222,6 @@ class Screen:
         for who, dep in (("strong", config.strong), ("weak", config.weak)):
             if dep is not None and col[f"{who}_calls"].sum() > 0:
                 self.pools[who] = _pool(dep, col, who, rows.context, max_seqs)
-        self.calls = {k: float(col[f"{k}_calls"].mean()) for k in ("strong", "weak")}
         self.uncontended_p95 = float(np.percentile(self.wall, 95))
 
     def latency(self, rate: float, replicas: dict) -> tuple[float, dict] | None:
@@ -407,6 +406,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     while its p95 misses the target, each pool grows by a tenth (at least one replica), at
     most ``grow`` times. Returns the replicas it confirms, their p95 and cost."""
     from .capacity import latency_percentiles
+    from .sim.run import simulate
 
     c = s.config
     n = max(len(tasks), math.ceil(STEADY_SPANS * target_s * task_rate))
@@ -415,7 +415,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     for attempt in range(grow + 1):
         sc = replace(scenario_of(base, c), arrival_rate=task_rate, sessions=1,
                      strong_replicas=max(reps["strong"], 1), weak_replicas=max(reps["weak"], 1))
-        rows = simulate_rows(work, sc)
+        rows = simulate(work, sc)
         p50, p95, _ = latency_percentiles(rows)
         if p95 <= target_s or attempt == grow:
             break
@@ -430,22 +430,13 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
 
 
-def simulate_rows(tasks, sc):
-    from .sim.run import simulate
-
-    return simulate(tasks, sc)
-
-
 def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
     """In plain words, for a SpecAgent plan: kappa at its operating batches against the
     break-even kappa, and the strong batch against the balance point B*."""
     from . import formulas
 
     c = s.config
-    steps = [st for t in tasks for st in t.steps]
-    d = float(np.mean([st.output_tokens for st in steps]))
-    o = float(np.mean([st.observation_tokens for st in steps]))
-    ctx = float(np.median([max(st.context_tokens, 0) for st in steps]))
+    d, o, ctx = step_shape(tasks)
     sb, wb = max(s.strong_batch or 1.0, 1.0), max(s.weak_batch or 1.0, 1.0)
     pp = roofline.protocol_parameters(c.strong, c.weak, [c.K], d, o, base.verdict_tokens, base.rho, ctx,
                                       strong_batch=sb, weak_batch=wb)

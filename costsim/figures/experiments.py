@@ -15,6 +15,7 @@ import pandas as pd
 from .. import formulas, roofline
 from ..config import WORKLOAD
 from ..paper import TAU2_K, TAU2_P, implied_strong_step_scale, tau2_benchmarks
+from ..traces.stats import step_shape
 
 #: Pass counting's v/d (predict's default): (1 prefill pass + 24 verdict tokens) / 340-token step.
 STEP_TOKENS, VERDICT_TOKENS = WORKLOAD.step_tokens, WORKLOAD.verdict_tokens
@@ -87,7 +88,7 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
     m70, m8 = load_model("llama-3.1-70b"), load_model("llama-3.1-8b")
     shape = Shape(initial_context=1500)
     probe = generate(60, seed=4, shape=shape)
-    ctx = float(np.median([max(st.context_tokens, 0) for t in probe for st in t.steps]))
+    ctx = step_shape(probe)[2]
     out = {}
     for dev_name in devices:
         dev = load_device(dev_name)

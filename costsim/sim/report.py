@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import formulas, roofline
-from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks
+from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks, step_shape
 from . import twin
 from .metrics import summarize
 from .run import Scenario, protocol_options, simulate
@@ -49,10 +49,7 @@ def renewal_form(tasks, sc: Scenario) -> dict:
     assumes a rejected chunk is redrawn (a fixed path drafts and reviews its steps again), one
     context for every step, and whole chunks: see :mod:`costsim.sim.twin` for the exact value.
     """
-    steps = [s for t in tasks for s in t.steps]
-    d = float(np.mean([s.output_tokens for s in steps]))
-    o = float(np.mean([s.observation_tokens for s in steps]))
-    ctx = float(np.median([max(s.context_tokens, 0) for s in steps]))
+    d, o, ctx = step_shape(tasks)
     rule = dict(protocol_options(sc)).get("chunking", DEFAULT_CHUNKING)
     dist = chunk_distribution([c for t in tasks for c in chunks(t.steps, sc.K, rule)], sc.K)
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])

@@ -150,6 +150,20 @@ def task_stats(task: Task, K: int = 6, chunking: str = DEFAULT_CHUNKING) -> dict
     }
 
 
+def step_shape(tasks) -> tuple[float, float, float]:
+    """``(mean output tokens, mean observation tokens, median context)`` over the tasks' steps
+    (a context of -1, unknown, counts as 0): the typical step the closed forms and the
+    balance point are quoted at."""
+    steps = [s for t in tasks for s in t.steps]
+    if not steps:
+        return 0.0, 0.0, 0.0
+    out = sorted(s.output_tokens for s in steps)
+    ctx = sorted(max(s.context_tokens, 0) for s in steps)
+    n = len(steps)
+    median = (ctx[(n - 1) // 2] + ctx[n // 2]) / 2.0
+    return sum(out) / n, sum(s.observation_tokens for s in steps) / n, float(median)
+
+
 def _mean(xs):
     xs = [x for x in xs if x is not None]
     return sum(xs) / len(xs) if xs else None
