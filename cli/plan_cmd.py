@@ -10,7 +10,9 @@ import typer
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
                       parse_seconds, with_options)
 
-_SHARED = ("p_accept", "strong", "weak", "engine", "p_dist", "verdict_tokens", "tool_latency", "seed", "json_out")
+_SHARED = ("p_accept", "strong", "weak", "engine", "p_dist", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft",
+           "api_tps", "json_out")
+_EDGE = ("edge-cloud", "cloud-strong-only")
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -37,7 +39,8 @@ def plan(
     devices: str = typer.Option(",".join(("h20", "h100-sxm", "h200", "b200")), "--devices", help="Devices to search for the strong replicas (and the weak ones, unless --weak-devices)."),
     weak_devices: Optional[str] = typer.Option(None, "--weak-devices", help="Devices to search for the weak replicas [--devices]."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Most GPUs a replica may span [8: one node]."),
-    protocols: str = typer.Option("strong-only,specagent", "--protocols", help="Protocols to search."),
+    protocols: Optional[str] = typer.Option(None, "--protocols", help="Protocols to search [strong-only,specagent; with --api also edge-cloud,cloud-strong-only]."),
+    edge_devices: str = typer.Option("rtx-5090", "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
     ks: str = typer.Option("2,4,6,8,10,12", "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
     strong_dtype: str = typer.Option("fp8", "--strong-dtype", help="Strong weight precision [fp8]."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),
@@ -58,10 +61,14 @@ def plan(
     rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
     if max_gpus is not None and max_gpus < 1:
         raise UserError(f"--max-gpus must be >= 1, got {max_gpus}")
-    names = tuple(x.strip() for x in protocols.split(",") if x.strip())
-    bad = [n for n in names if n not in ("strong-only", "weak-only") and not n.startswith("specagent")]
+    default = "strong-only,specagent" + (",edge-cloud,cloud-strong-only" if o["api"] else "")
+    names = tuple(x.strip() for x in (protocols or default).split(",") if x.strip())
+    bad = [n for n in names if n not in ("strong-only", "weak-only", *_EDGE) and not n.startswith("specagent")]
     if not names or bad:
-        raise UserError(f"--protocols: plan searches strong-only, weak-only and the specagent variants, got {protocols!r}")
+        raise UserError("--protocols: plan searches strong-only, weak-only, the specagent variants, edge-cloud and "
+                        f"cloud-strong-only, got {protocols!r}")
+    if any(n in _EDGE for n in names) and not o["api"]:
+        raise UserError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
     if figure:
         check_output(figure)
         if not figure.endswith(".png"):
@@ -74,7 +81,8 @@ def plan(
         dev = tuple(x.strip() for x in devices.split(",") if x.strip())
         wdev = tuple(x.strip() for x in weak_devices.split(",") if x.strip()) if weak_devices else dev
         configs = P.configurations(base.strong.model, base.weak.model, dev, names, parse_ks(ks), o["engine"],
-                                   strong_dtype, base.weak.weight_dtype, max_gpus, wdev)
+                                   strong_dtype, base.weak.weight_dtype, max_gpus, wdev, base.api,
+                                   tuple(x.strip() for x in edge_devices.split(",") if x.strip()))
         if not configs:
             raise UserError("no configuration to search: no device holds the strong model within --max-gpus")
         table = P.prices(sorted({c.strong.device.name for c in configs if c.strong}
@@ -98,6 +106,7 @@ def _point(s) -> dict:
             "strong": None if c.strong is None else {"device": c.strong.device.name, "gpus_per_replica": c.strong.n_devices,
                                                      "expert_parallel": c.strong.expert_parallel},
             "weak": None if c.weak is None else {"device": c.weak.device.name, "gpus_per_replica": c.weak.n_devices},
+            "api": c.api,
             "feasible": s.feasible, "strong_replicas": s.strong_replicas, "weak_replicas": s.weak_replicas,
             "gpus": s.gpus, "cost_per_1k_tasks_usd": s.cost_per_1k, "latency_p95_s": s.p95_s,
             "uncontended_latency_p95_s": s.uncontended_p95_s, "strong_batch": s.strong_batch,
@@ -126,14 +135,16 @@ ASSUMPTIONS = [
 ]
 
 
-def _where(s) -> str:
-    c = s.config
+def _where(c, strong: int, weak: int) -> str:
+    """The fleet in words: replicas of each pool, and the API behind the strong model."""
     out = []
     if c.strong is not None:
-        out.append(f"{s.strong_replicas}x strong ({c.strong.n_devices}x {c.strong.device.name}"
+        out.append(f"{strong}x strong ({c.strong.n_devices}x {c.strong.device.name}"
                    + (", EP" if c.strong.expert_parallel else "") + ")")
-    if c.weak is not None and s.weak_replicas:
-        out.append(f"{s.weak_replicas}x weak ({c.weak.n_devices}x {c.weak.device.name})")
+    if c.api:
+        out.append(f"strong via the {c.api} API")
+    if c.weak is not None and weak:
+        out.append(f"{weak}x weak ({c.weak.n_devices}x {c.weak.device.name})")
     return " + ".join(out)
 
 
@@ -146,14 +157,15 @@ def render(res: dict) -> str:
         lines.append(f"  {'USD/1k tasks':>12} {'p95 s':>7} {'GPUs':>5}  {'protocol':<22} replicas")
         for s in res["front"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-            lines.append(f"  {s.cost_per_1k:>12.3f} {s.p95_s:>7.1f} {s.gpus:>5}  {proto:<22} {_where(s)}")
+            lines.append(f"  {s.cost_per_1k:>12.3f} {s.p95_s:>7.1f} {s.gpus:>5}  {proto:<22} "
+                         f"{_where(s.config, s.strong_replicas, s.weak_replicas)}")
         lines.append("")
     if res["confirmed"]:
         lines.append("Confirmed by simulation (the screen's cheapest):")
         for s, r in res["confirmed"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
             grown = f", grown {r['grown']}x" if r["grown"] else ""
-            lines.append(f"  {proto:<22} {r['strong_replicas']} strong + {r['weak_replicas']} weak, {r['gpus']} GPUs, "
+            lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['gpus']} GPUs, "
                          f"USD {r['cost_per_1k_tasks']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
                          f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target")
         lines.append("")
@@ -163,7 +175,8 @@ def render(res: dict) -> str:
     else:
         s, r = rec
         proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-        lines += [f"Recommended: {proto}, {_where(s)}: {r['gpus']} GPUs, USD {r['cost_per_1k_tasks']:.3f} per 1,000 "
+        lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['gpus']} GPUs, "
+                  f"USD {r['cost_per_1k_tasks']:.3f} per 1,000 "
                   f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks)",
                   f"  why: {res['why']}"]
     if res.get("specagent"):

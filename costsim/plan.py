@@ -50,15 +50,18 @@ class Config:
     """One point of the search space."""
 
     protocol: str
-    strong: Deployment | None      # None: the protocol has no strong replicas
-    weak: Deployment | None        # None: no weak replicas (Strong-only)
+    strong: Deployment | None      # None: no strong replicas (Weak-only, or the strong model behind an API)
+    weak: Deployment | None        # None: no weak replicas (Strong-only); on the edge device for edge-cloud
     K: int
+    api: str | None = None         # the API profile of the strong model (edge-cloud protocols)
 
     def describe(self) -> str:
-        parts = [self.protocol + (f" K={self.K}" if self.weak is not None and self.strong is not None else "")]
+        parts = [self.protocol + (f" K={self.K}" if self.K else "")]
         if self.strong is not None:
             parts.append(f"strong {self.strong.n_devices}x {self.strong.device.name}"
                          + (" EP" if self.strong.expert_parallel else ""))
+        if self.api:
+            parts.append(f"strong API {self.api}")
         if self.weak is not None:
             parts.append(f"weak {self.weak.n_devices}x {self.weak.device.name}")
         return ", ".join(parts)
@@ -66,11 +69,13 @@ class Config:
 
 def configurations(strong_model, weak_model, devices=DEFAULT_DEVICES, protocols=("strong-only", "specagent"),
                    Ks=DEFAULT_KS, engine=None, strong_dtype="fp8", weak_dtype="bf16", max_gpus=None,
-                   weak_devices=None) -> list[Config]:
+                   weak_devices=None, api=None, edge_devices=("rtx-5090",)) -> list[Config]:
     """Every configuration to screen: for each strong device, each GPU count of
     :data:`GPU_OPTIONS` that holds the strong model (both tensor- and expert-parallel for MoE),
     each weak device (its model on as few GPUs as hold it), each K for protocols with a weak
-    drafter; Strong-only once per strong deployment, Weak-only once per weak one."""
+    drafter; Strong-only once per strong deployment, Weak-only once per weak one. With an
+    ``api`` profile, the edge-cloud protocols too: ``edge-cloud`` (SpecAgent, the weak model on
+    each of ``edge_devices``, the strong one behind the API) per K, and ``cloud-strong-only``."""
     from .profiles import load_engine
 
     eng = load_engine(engine)
@@ -94,6 +99,12 @@ def configurations(strong_model, weak_model, devices=DEFAULT_DEVICES, protocols=
             out += [Config(p, s, None, 0) for s in strong_deps]
         elif p == "weak-only":
             out += [Config(p, None, w, 0) for w in weak_deps]
+        elif p == "cloud-strong-only":
+            out += [Config(p, None, None, 0, api)] if api else []
+        elif p == "edge-cloud":
+            edge = [Deployment(weak_model, d, devices_to_hold(weak_model, d, weak_dtype, eng), weak_dtype, engine=eng)
+                    for d in map(load_device, edge_devices)]
+            out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
         else:
             out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]
     return out
@@ -194,6 +205,11 @@ class Rows:
 
         key = (c.protocol, c.K)
         sc = scenario_of(self.base, c)
+        if c.api:  # billed per call in order (what the provider has cached): simulated, one task at a time
+            from .sim.run import simulate
+
+            rows = simulate(self.tasks, replace(sc, sessions=1, arrival_rate=None))
+            return {name: np.array([r[name] for r in rows], float) for name in (*COLUMNS, "api_cost_usd")}
         if key not in self._weights:
             self._weights[key] = call_weights(self.tasks, sc, c.protocol)
         weights = self._weights[key]
@@ -218,6 +234,7 @@ class Screen:
     def __init__(self, rows: Rows, config: Config, max_seqs: int = 256):
         col = rows(config)
         self.config, self.wall, self.context = config, col["wall_s"], rows.context
+        self.api_cost = float(col["api_cost_usd"].mean()) if "api_cost_usd" in col else 0.0  # USD per task
         self.pools = {}
         for who, dep in (("strong", config.strong), ("weak", config.weak)):
             if dep is not None and col[f"{who}_calls"].sum() > 0:
@@ -263,8 +280,9 @@ class Screen:
             out.why = f"uncontended p95 {self.uncontended_p95:.1f} s is above the target"
             return out
         names = list(self.pools)
-        if not names:
-            out.why = "no replicas to plan"
+        if not names:  # the provider's capacity: no replicas of ours, no contention
+            out.feasible, out.p95_s = True, self.uncontended_p95
+            out.cost_per_1k = 1000.0 * self.api_cost
             return out
         gpu = {k: self.pools[k].dep.n_devices for k in names}
         price = {k: prices.get(self.pools[k].dep.device.name) for k in names}
@@ -315,7 +333,7 @@ class Screen:
         out.feasible = True
         out.strong_replicas, out.weak_replicas = reps.get("strong", 0), reps.get("weak", 0)
         out.gpus = sum(reps[k] * gpu[k] for k in reps)
-        out.cost_per_1k = usd_h * 1000.0 / (rate * 3600.0)
+        out.cost_per_1k = usd_h * 1000.0 / (rate * 3600.0) + 1000.0 * self.api_cost
         out.p95_s = p95
         out.strong_batch, out.weak_batch = batches.get("strong"), batches.get("weak")
         return out
@@ -391,7 +409,11 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
 
 
 def scenario_of(base, c: Config):
-    """The base scenario with the configuration's deployments, K and protocol."""
+    """The base scenario with the configuration's deployments, K and protocol (for the
+    edge-cloud protocols: its API, and its weak device as the edge device)."""
+    if c.api:
+        return replace(base, api=c.api, edge_device=c.weak.device.name if c.weak else base.edge_device,
+                       K=c.K or base.K, protocols=(c.protocol,))
     return replace(base, strong=c.strong or base.strong, weak=c.weak or base.weak, K=c.K or base.K,
                    protocols=(c.protocol,))
 
@@ -423,9 +445,11 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     gpus = {k: reps[k] * d.n_devices for k, d in (("strong", c.strong), ("weak", c.weak)) if d is not None and reps[k]}
     usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
                 for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
+    api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
     return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"], "gpus": sum(gpus.values()),
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
-            "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0), "tasks_simulated": n,
+            "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0) + 1000.0 * api,
+            "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
             "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
 

@@ -164,7 +164,7 @@ def test_plan_says_why_when_nothing_meets_the_target(capsys):
     (["--K", "a"], "expected a range 2..12 or a list"),
     (["--price", "h100=abc"], "expected DEVICE=USD per GPU-hour"),
     (["--devices", "nope"], "unknown device 'nope'"),
-    (["--protocols", "agentcollab"], "plan searches strong-only, weak-only and the specagent variants"),
+    (["--protocols", "agentcollab"], "plan searches strong-only, weak-only, the specagent variants"),
     (["--max-gpus", "0"], "--max-gpus must be >= 1"),
     (["--figure", "/tmp/x.txt"], "expected a .png file name"),
 ])
@@ -172,3 +172,33 @@ def test_plan_bad_input_is_one_line(argv, msg, capsys):
     assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", *argv]) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+
+
+def test_edge_cloud_plans_pay_the_api_per_token_and_their_weak_replicas_by_the_hour():
+    from costsim.profiles import load_model
+    from costsim.sim import simulate
+
+    base = _base("h200")
+    cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"), devices=("h200",),
+                            protocols=("edge-cloud", "cloud-strong-only"), Ks=(4,), api="qwen3.5-397b-a17b",
+                            edge_devices=("rtx-5090",))
+    assert [(c.protocol, c.weak and c.weak.device.name) for c in cfgs] == [("edge-cloud", "rtx-5090"),
+                                                                            ("cloud-strong-only", None)]
+    rows = P.Rows(TASKS[:60], base)
+    edge, cloud = (P.Screen(rows, c) for c in cfgs)
+    # The API's cost per task is what the simulator bills a task run alone.
+    sim = simulate(TASKS[:60], P.scenario_of(base, cfgs[1]))
+    assert cloud.api_cost == pytest.approx(np.mean([r["api_cost_usd"] for r in sim]), rel=1e-12)
+    usd = {"rtx-5090": 0.69}
+    c = cloud.plan(0.5, 1e4, usd)
+    assert c.feasible and c.gpus == 0 and c.cost_per_1k == pytest.approx(1000 * cloud.api_cost)
+    e = edge.plan(0.5, 1e4, usd)
+    assert e.feasible and e.strong_replicas == 0 and e.weak_replicas >= 1
+    gpu_part = e.weak_replicas * 0.69 * 1000 / (0.5 * 3600)
+    assert e.cost_per_1k == pytest.approx(gpu_part + 1000 * edge.api_cost)
+    assert 0 < edge.api_cost < cloud.api_cost  # SpecAgent sends the API a fraction of the tokens
+
+
+def test_edge_cloud_protocols_need_an_api(capsys):
+    assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", "--protocols", "edge-cloud"]) == 2
+    assert "need --api PROFILE" in capsys.readouterr().err
