@@ -48,6 +48,8 @@ def plan(
     tasks: int = typer.Option(200, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
     confirm: int = typer.Option(3, "--confirm", min=1, max=50, help="Cheapest screened configurations the simulator confirms."),
     figure: Optional[str] = typer.Option(None, "--figure", help="Write the front as a PNG here."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     **o,
 ):
@@ -59,6 +61,8 @@ def plan(
     from costsim.config import build_scenario
 
     rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
     if max_gpus is not None and max_gpus < 1:
         raise UserError(f"--max-gpus must be >= 1, got {max_gpus}")
     default = "strong-only,specagent" + (",edge-cloud,cloud-strong-only" if o["api"] else "")
@@ -88,7 +92,7 @@ def plan(
         table = P.prices(sorted({c.strong.device.name for c in configs if c.strong}
                                 | {c.weak.device.name for c in configs if c.weak}), P.parse_prices(price))
         with Progress("planning", len(configs), quiet=quiet) as bar:
-            res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance)
+            res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers)
     except ValueError as e:
         raise UserError(str(e)) from None
     res["seconds"] = time.perf_counter() - t0

@@ -395,17 +395,42 @@ def parse_prices(items) -> dict:
 # --- the search, confirmed ---------------------------------------------------------------------------
 
 
-def search(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, progress=None) -> list[Screened]:
-    """The screen of every configuration at ``task_rate`` under ``target_s`` (cheapest first)."""
+def search(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, progress=None,
+           scheduler: str | None = None, workers: int | None = None) -> list[Screened]:
+    """The screen of every configuration at ``task_rate`` under ``target_s`` (cheapest first):
+    in this process, or, with a ``scheduler`` address or ``workers``, on Dask (a cluster, or a
+    local one of that many workers) in chunks of one (protocol, K) each, which share the work
+    of their schedule's branches."""
     usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}
-    rows, out = Rows(tasks, base), []
-    for c in configs:
-        s = Screen(rows, c, base.max_seqs).plan(task_rate, target_s, usd)
-        out.append(s)
-        if progress:
-            progress(1)
+    if scheduler or workers:
+        from .sweep import run_dask
+
+        chunks: dict = {}
+        for c in configs:
+            chunks.setdefault((c.protocol, c.K, c.api), []).append(c)
+        todo = [(f"screen-{i}", (tasks, base, task_rate, target_s, chunk, usd)) for i, chunk in enumerate(chunks.values())]
+        got: dict = {}
+
+        def finish(key, screened):
+            got[key] = screened
+            if progress:
+                progress(len(screened))
+        run_dask(todo, finish, scheduler, workers, fn=_screen_chunk)
+        out = [s for key, _ in todo for s in got[key]]
+    else:
+        out = _screen_chunk((tasks, base, task_rate, target_s, configs, usd), progress)
     return sorted(out, key=lambda s: (not s.feasible, s.cost_per_1k if s.cost_per_1k is not None else math.inf,
                                       s.p95_s))
+
+
+def _screen_chunk(args, progress=None) -> list[Screened]:
+    tasks, base, task_rate, target_s, configs, usd = args
+    rows, out = Rows(tasks, base), []
+    for c in configs:
+        out.append(Screen(rows, c, base.max_seqs).plan(task_rate, target_s, usd))
+        if progress:
+            progress(1)
+    return out
 
 
 def scenario_of(base, c: Config):
@@ -478,14 +503,15 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
 
 
 def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
-         progress=None) -> dict:
-    """Screen every configuration, confirm the ``confirm_top`` cheapest screened ones by
-    simulation, and recommend the cheapest that the simulator confirms meets the target."""
+         progress=None, scheduler: str | None = None, workers: int | None = None) -> dict:
+    """Screen every configuration (on Dask with ``scheduler`` or ``workers``: :func:`search`),
+    confirm the ``confirm_top`` cheapest screened ones by simulation, and recommend the cheapest
+    that the simulator confirms meets the target."""
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
     if not target_s > 0:
         raise ValueError(f"--latency-p95 must be > 0 s, got {target_s}")
-    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress)
+    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress, scheduler, workers)
     front = pareto(screened)
     feasible = [s for s in screened if s.feasible]
     confirmed = []

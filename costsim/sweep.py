@@ -215,7 +215,7 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
             for cid, c in todo:
                 finish(cid, run_cell(c))
         else:
-            _run_dask(todo, finish, scheduler, workers, processes)
+            run_dask(todo, finish, scheduler, workers, processes)
     table = pd.concat([done[cid] for cid in ids], ignore_index=True) if ids else pd.DataFrame()
     _write_parquet(table, out)
     for p in parts.glob("*.parquet"):
@@ -232,7 +232,11 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
 SCHEDULER_TIMEOUT_S = 5.0
 
 
-def _run_dask(todo, finish, scheduler, workers, processes):
+def run_dask(todo, finish, scheduler=None, workers=None, processes=True, fn=None):
+    """Run ``fn(arg)`` (default :func:`run_cell`) for each ``(key, arg)`` of ``todo`` on Dask: the
+    cluster at ``scheduler``, or a local one of ``workers`` workers; ``finish(key, result)`` as
+    each finishes."""
+    fn = fn or run_cell
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:  # pragma: no cover - dask is a dependency
@@ -256,7 +260,7 @@ def _run_dask(todo, finish, scheduler, workers, processes):
                                dashboard_address=None)
         client = Client(cluster)
     try:
-        futures = {client.submit(run_cell, c, key=f"costsim-cell-{cid}", pure=False): cid for cid, c in todo}
+        futures = {client.submit(fn, c, key=f"costsim-{cid}", pure=False): cid for cid, c in todo}
         for fut in as_completed(futures):
             finish(futures[fut], fut.result())
     finally:

@@ -202,3 +202,16 @@ def test_edge_cloud_plans_pay_the_api_per_token_and_their_weak_replicas_by_the_h
 def test_edge_cloud_protocols_need_an_api(capsys):
     assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", "--protocols", "edge-cloud"]) == 2
     assert "need --api PROFILE" in capsys.readouterr().err
+
+
+def test_the_screen_on_dask_is_the_screen_in_process():
+    from costsim.profiles import load_model
+
+    base = _base("h200")
+    cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"), devices=("h200", "b200"),
+                            Ks=(2, 6))
+    prices = P.prices(["h200", "b200"])
+    here = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices)
+    there = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices, workers=2)
+    key = [(s.config, s.feasible, s.strong_replicas, s.weak_replicas, s.cost_per_1k, s.p95_s) for s in here]
+    assert key == [(s.config, s.feasible, s.strong_replicas, s.weak_replicas, s.cost_per_1k, s.p95_s) for s in there]
