@@ -76,3 +76,21 @@ def ideal(params_b):
     m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
                   num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
     return Deployment(m, IDEAL, 1, "bf16", engine=IDEAL_ENGINE)
+
+
+def run_costsim(*args):
+    """Run ``costsim ARGS`` in a subprocess, as a user would: (exit code, stdout, stderr)."""
+    import subprocess
+
+    p = subprocess.run([*costsim_argv(), *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(capsys, *args):
+    """Run ``costsim ARGS --json`` in this process; its output, parsed."""
+    import json
+
+    from costsim.cli.main import main
+
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)

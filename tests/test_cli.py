@@ -1,23 +1,11 @@
 """The command line: values printed, JSON keys, one-line errors with exit code 2."""
 
 import json
-import subprocess
 
 import pytest
 
 from costsim.cli.main import main
-from conftest import costsim_argv
-
-
-def run(*args):
-    """Run ``costsim ARGS`` in a subprocess, as a user would."""
-    p = subprocess.run([*costsim_argv(), *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def run_json(capsys, *args):
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+from conftest import run_costsim as run, run_json
 
 
 @pytest.mark.parametrize("args,phrase", [

@@ -1,25 +1,10 @@
 """`costsim predict`: the closed form's values as printed, flags and calibration files that
 override them, and the text's units and sources."""
 
-import json
-import subprocess
-
 import pytest
-from conftest import costsim_argv
+from conftest import run_costsim as run, run_json
 
 from costsim import formulas
-from costsim.cli.main import main
-
-
-def run(*args):
-    """Run ``costsim ARGS`` in a subprocess, as a user would."""
-    p = subprocess.run([*costsim_argv(), *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def run_json(capsys, *args):
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_predict_default_values_are_the_formulas(capsys):
