@@ -1,27 +1,28 @@
 """Plan a deployment: the cheapest fleet that serves a task rate under a p95 latency target,
 searched over strong device × GPUs per strong replica (tensor parallel, and expert parallel for
-MoE) × weak device × K × protocol.
+MoE) × weak device × K × protocol (and the edge–cloud option when an API profile is named).
 
-Two stages, as in serving planners that screen analytically and confirm by simulation:
+Two stages, as serving planners do: screen analytically, confirm by simulation.
 
-1. **The screen** (:func:`screen`), every configuration, in milliseconds each. The exact twin
-   (:mod:`costsim.sim.twin`) gives each task's expected uncontended wall time and the busy
-   seconds it puts on each replica at batch 1. A replica then is a batching server: with ``n``
-   replicas of a pool sharing the task rate λ, each runs a mean decode batch B solving
-   ``B = (λ / n) · S · f(B)`` (Little's law over the seconds S a task occupies a sequence slot,
-   stretched by ``f(B)``, the decode iteration time at batch B over batch 1, at the tasks'
-   median context). A task's latency is its uncontended time plus ``S · (f(B) - 1)`` on each
-   pool; the p95 scales with the mean (the tasks' own spread, not arrival bursts). A pool
-   whose B has no solution or passes the replica's sequence limit (``max_seqs``, or the KV
-   pool at the median context) is overloaded. For the task rate it picks the strong and weak
-   replica counts of least cost that meet the target.
-2. **Confirmation** (:func:`plan`): the simulator's capacity search (:mod:`costsim.capacity`)
-   re-plans the candidates the screen ranks cheapest, and the recommendation is the cheapest
-   of those the simulator confirms. The screen's error against the simulator is measured in
+1. **The screen** (:class:`Screen`, :func:`search`), every configuration, in milliseconds. The
+   exact twin's expected calls of each schedule (:func:`costsim.sim.twin.call_weights`, once
+   per protocol and K) costed on each deployment give every task's uncontended wall time and
+   the decode and prefill seconds it puts on each pool at batch 1 (:class:`Rows`). Each replica
+   is then a batching server (:class:`Pool`): with ``n`` replicas sharing the task rate λ its
+   mean decode batch B solves Little's law ``B = (λ/n) · S_decode · f(B) / (1 - u)``, where f is
+   the roofline's decode iteration time at batch B over batch 1 at the tasks' median context
+   and u the share of time other calls' prefills take. A task's latency is its uncontended time
+   plus the stretch of its decode; its p95 scales with the mean. A pool with no solution, or
+   past the replica's sequence limit (``max_seqs``, or the KV pool at the median context), is
+   overloaded. For the task rate the screen picks the replica counts of least cost that meet
+   the target (:meth:`Screen.plan`).
+2. **Confirmation** (:func:`confirm`): the screen's cheapest fleets are simulated at the task
+   rate, grown until they meet the target; the recommendation (:func:`plan`) is the cheapest
+   the simulator confirms. The screen's error against the simulator is measured in
    ``tests/test_plan.py`` and stated in ``docs/plan.md``.
 
-Prices are the device profiles' on-demand list prices (each with its source and date), unless
-overridden per device.
+Prices are the device profiles' on-demand list prices, each with its source and date
+(:func:`prices`), unless overridden per device.
 """
 
 from __future__ import annotations
