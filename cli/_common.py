@@ -108,8 +108,8 @@ def parse_rate(text: str) -> float:
     if not m or (m.group(2) and m.group(2) not in _RATE_UNITS):
         raise UserError(f"--task-rate {text!r}: expected a number of tasks per unit, e.g. 2/s, 120/min, 7200/h")
     rate = float(m.group(1)) / _RATE_UNITS[m.group(2) or "s"]
-    if not rate > 0:
-        raise UserError(f"--task-rate must be > 0, got {text!r}")
+    if not 0 < rate < math.inf:
+        raise UserError(f"--task-rate must be a finite rate > 0, got {text!r}")
     return rate
 
 
@@ -119,8 +119,8 @@ def parse_seconds(text: str) -> float:
     if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
         raise UserError(f"--latency-p95 {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
     secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
-    if not secs > 0:
-        raise UserError(f"--latency-p95 must be > 0, got {text!r}")
+    if not 0 < secs < math.inf:
+        raise UserError(f"--latency-p95 must be a finite duration > 0, got {text!r}")
     return secs
 
 

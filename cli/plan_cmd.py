@@ -10,9 +10,18 @@ import typer
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
                       parse_seconds, with_options)
 
-_SHARED = ("p_accept", "strong", "weak", "engine", "p_dist", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft",
-           "api_tps", "json_out")
+#: (no --p-dist: the screen's expected calls are at one per-step acceptance rate)
+_SHARED = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft", "api_tps",
+           "json_out")
 _EDGE = ("edge-cloud", "cloud-strong-only")
+
+
+def _names(text: str, flag: str) -> tuple[str, ...]:
+    """A comma-separated list, refused when it names nothing."""
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names:
+        raise UserError(f"{flag} is empty")
+    return names
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -27,7 +36,9 @@ def parse_ks(text: str) -> tuple[int, ...]:
             ks = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise UserError(f"--K {text!r}: expected a range 2..12 or a list 2,4,6") from None
-    if not ks or any(not 1 <= k <= MAX_K for k in ks):
+    if not ks:
+        raise UserError(f"--K {text!r}: the range is empty")
+    if any(not 1 <= k <= MAX_K for k in ks):
         raise UserError(f"--K {text!r}: every K must be in [1, {MAX_K}]")
     return ks
 
@@ -59,18 +70,22 @@ def plan(
     """
     from costsim import plan as P
     from costsim.config import build_scenario
+    from costsim.profiles import check_dtype
 
     rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be >= 1, got {workers}")
     if max_gpus is not None and max_gpus < 1:
         raise UserError(f"--max-gpus must be >= 1, got {max_gpus}")
+    from costsim.protocols import PROTOCOLS
+    from costsim.sim.twin import has_twin
+
     default = "strong-only,specagent" + (",edge-cloud,cloud-strong-only" if o["api"] else "")
-    names = tuple(x.strip() for x in (protocols or default).split(",") if x.strip())
-    bad = [n for n in names if n not in ("strong-only", "weak-only", *_EDGE) and not n.startswith("specagent")]
-    if not names or bad:
-        raise UserError("--protocols: plan searches strong-only, weak-only, the specagent variants, edge-cloud and "
-                        f"cloud-strong-only, got {protocols!r}")
+    names = _names(protocols if protocols is not None else default, "--protocols")
+    known = [n for n in PROTOCOLS if has_twin(n) or n in _EDGE]  # the screen needs a schedule's expected calls
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise UserError(f"--protocols: plan cannot search {', '.join(bad)}; it searches {', '.join(known)}")
     if any(n in _EDGE for n in names) and not o["api"]:
         raise UserError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
     if figure:
@@ -82,15 +97,20 @@ def plan(
         work = load_tasks(traces, tasks, o["seed"])
         settings = {SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
         base = build_scenario(settings, work if traces else None)
-        dev = tuple(x.strip() for x in devices.split(",") if x.strip())
-        wdev = tuple(x.strip() for x in weak_devices.split(",") if x.strip()) if weak_devices else dev
+        dev = _names(devices, "--devices")
+        wdev = _names(weak_devices, "--weak-devices") if weak_devices is not None else dev
         configs = P.configurations(base.strong.model, base.weak.model, dev, names, parse_ks(ks), o["engine"],
-                                   strong_dtype, base.weak.weight_dtype, max_gpus, wdev, base.api,
-                                   tuple(x.strip() for x in edge_devices.split(",") if x.strip()))
+                                   check_dtype(strong_dtype), base.weak.weight_dtype, max_gpus, wdev, base.api,
+                                   _names(edge_devices, "--edge-devices"))
         if not configs:
-            raise UserError("no configuration to search: no device holds the strong model within --max-gpus")
-        table = P.prices(sorted({c.strong.device.name for c in configs if c.strong}
-                                | {c.weak.device.name for c in configs if c.weak}), P.parse_prices(price))
+            raise UserError("no configuration to search: none of --devices holds the strong model"
+                            + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))
+        searched = sorted({c.strong.device.name for c in configs if c.strong} | {c.weak.device.name for c in configs if c.weak})
+        overrides = P.parse_prices(price)
+        stray = sorted(set(overrides) - set(searched))
+        if stray:
+            raise UserError(f"--price {', '.join(stray)}: not a searched device (searched: {', '.join(searched)})")
+        table = P.prices(searched, overrides)
         with Progress("planning", len(configs), quiet=quiet) as bar:
             res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers)
     except ValueError as e:
@@ -168,7 +188,8 @@ def render(res: dict) -> str:
         lines.append("Confirmed by simulation (the screen's cheapest):")
         for s, r in res["confirmed"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-            grown = f", grown {r['grown']}x" if r["grown"] else ""
+            grown = (f", grown {r['grown']}x" if r["grown"] else "") + (
+                "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three targets")
             lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['gpus']} GPUs, "
                          f"USD {r['cost_per_1k_tasks']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
                          f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target")

@@ -18,8 +18,9 @@ Two stages, as serving planners do: screen analytically, confirm by simulation.
    the target (:meth:`Screen.plan`).
 2. **Confirmation** (:func:`confirm`): the screen's cheapest fleets are simulated at the task
    rate, grown until they meet the target; the recommendation (:func:`plan`) is the cheapest
-   the simulator confirms. The screen's error against the simulator is measured in
-   ``tests/test_plan.py`` and stated in ``docs/plan.md``.
+   the simulator confirms. The screen's error against the simulator is measured by
+   ``benchmarks/plan_screen_error.py``, bounded by ``tests/test_plan.py`` and stated in
+   ``docs/plan.md``.
 
 Prices are the device profiles' on-demand list prices, each with its source and date
 (:func:`prices`), unless overridden per device.
@@ -389,7 +390,10 @@ def parse_prices(items) -> dict:
             usd = math.nan
         if not eq or not name.strip() or not (math.isfinite(usd) and usd >= 0):
             raise ValueError(f"--price {item!r}: expected DEVICE=USD per GPU-hour, e.g. h100-sxm=2.49")
-        out[load_device(name.strip()).name] = usd
+        dev = load_device(name.strip()).name
+        if dev in out:
+            raise ValueError(f"--price {dev} is given twice")
+        out[dev] = usd
     return out
 
 
@@ -444,20 +448,22 @@ def scenario_of(base, c: Config):
                    protocols=(c.protocol,))
 
 
-#: A confirming run's arrivals span this many latency targets (capacity's steady-state rule).
-STEADY_SPANS = 3.0
+#: A confirming run's arrivals span this many latency targets (capacity's steady-state rule),
+#: with at most this many tasks (capacity's longest probe).
+STEADY_SPANS, MAX_CONFIRM_TASKS = 3.0, 10_000
 
 
 def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
     """The screened fleet simulated at ``task_rate`` (Poisson arrivals over all its replicas,
     enough tasks — the given ones, repeated — that arrivals span :data:`STEADY_SPANS` targets);
     while its p95 misses the target, each pool grows by a tenth (at least one replica), at
-    most ``grow`` times. Returns the replicas it confirms, their p95 and cost."""
+    most ``grow`` times. Returns the replicas it confirms, their p95 and cost; ``steady`` is
+    False where :data:`MAX_CONFIRM_TASKS` tasks arrive in less than that span."""
     from .capacity import latency_percentiles
     from .sim.run import simulate
 
     c = s.config
-    n = max(len(tasks), math.ceil(STEADY_SPANS * target_s * task_rate))
+    n = max(len(tasks), min(math.ceil(STEADY_SPANS * target_s * task_rate), MAX_CONFIRM_TASKS))
     work = [tasks[i % len(tasks)] for i in range(n)]
     reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
     for attempt in range(grow + 1):
@@ -476,6 +482,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
             "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0) + 1000.0 * api,
             "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
+            "steady": n >= STEADY_SPANS * target_s * task_rate,
             "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
 
@@ -489,7 +496,8 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
     d, o, ctx = step_shape(tasks)
     sb, wb = max(s.strong_batch or 1.0, 1.0), max(s.weak_batch or 1.0, 1.0)
     pp = roofline.protocol_parameters(c.strong, c.weak, [c.K], d, o, base.verdict_tokens, base.rho, ctx,
-                                      strong_batch=sb, weak_batch=wb)
+                                      strong_batch=sb, weak_batch=wb, strong_step_scale=base.strong_step_scale,
+                                      weak_step_scale=base.weak_step_scale)
     vd, rho = float(pp.v_over_d["time"][-1]), float(pp.rho["time"])
     bek = float(formulas.break_even_kappa(base.p, c.K, vd, rho))
     b_star = roofline.balance_batch(c.strong, ctx)
@@ -541,8 +549,10 @@ def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: d
         other = so if s.config.protocol.startswith("specagent") else sa if s.config.protocol == "strong-only" else []
         if other:
             o = other[0]
-            bits.append(f"the screen's cheapest {'Strong-only' if other is so else 'SpecAgent'} plan "
-                        f"({o.config.describe()}) costs {o.cost_per_1k / s.cost_per_1k:.2f}x its cost")
+            name = "Strong-only" if other is so else "SpecAgent"
+            bits.append(f"the screen's cheapest {name} plan ({o.config.describe()}) costs "
+                        + (f"{o.cost_per_1k / r['cost_per_1k_tasks']:.2f}x its cost" if r["cost_per_1k_tasks"] > 0
+                           else f"USD {o.cost_per_1k:.3f} per 1,000 tasks"))
             if o.uncontended_p95_s > 0.8 * target_s:
                 bits.append(f"its uncontended p95 is {o.uncontended_p95_s:.1f} s, within "
                             f"{1 - o.uncontended_p95_s / target_s:.0%} of the target, so its replicas must run nearly "

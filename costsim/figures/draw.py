@@ -304,8 +304,12 @@ def plan_front(res: dict):
     ax.axvline(res["latency_p95_target_s"], color="0.4", ls="--", lw=1)
     ax.text(res["latency_p95_target_s"], 0.02, "target ", ha="right", va="bottom", fontsize=8.5, color="0.3",
             transform=ax.get_xaxis_transform())
-    ax.set_yscale("log")
-    _plain_log(ax)
+    costs = [s.cost_per_1k for s in res["screened"] if s.feasible]
+    if costs and min(costs) > 0:
+        ax.set_yscale("log")
+        _plain_log(ax)
+    if not costs:
+        ax.text(0.5, 0.5, "no configuration meets the target", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("task latency p95 (s)")
     ax.set_ylabel("USD per 1,000 tasks (GPUs paid by the hour)")
     ax.set_title(f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 ≤ {res['latency_p95_target_s']:g} s, "
