@@ -7,9 +7,6 @@ Run: python benchmarks/plan_screen_error.py   (about 10 s; the numbers docs/plan
 tests/test_plan.py holds a subset of these cases within its stated bound)
 """
 
-import math
-
-from costsim import capacity as cap
 from costsim import plan as P
 from costsim.predict import deployments
 from costsim.sim import Scenario
@@ -23,20 +20,11 @@ def main():
     for dev in ("h20", "h200", "b200"):
         s, w = deployments(strong_device=dev, weak_device=dev)
         base = Scenario(strong=s, weak=w, p=0.8, K=6)
-        rows = P.Rows(tasks, base)
         for proto, weak in (("strong-only", 0), ("specagent", 2), ("specagent", 4)):
-            scr = P.Screen(rows, P.Config(proto, s, w if weak else None, 6))
+            cfg = P.Config(proto, s, w if weak else None, 6)
             reps = {"strong": 1, "weak": weak} if weak else {"strong": 1}
             for mult in (1.25, 1.5, 2.0):
-                target = scr.uncontended_p95 * mult
-                lo, hi = 0.0, 50.0  # the rate at which the screen's p95 is the target
-                for _ in range(50):
-                    mid = (lo + hi) / 2
-                    r = scr.latency(mid, reps)
-                    lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
-                n = max(len(tasks), math.ceil(3 * target * lo * 1.5))
-                sim = cap._run([tasks[i % len(tasks)] for i in range(n)], base, proto, lo, 1, weak or cap.AMPLE)
-                p95 = cap.latency_percentiles(sim)[1]
+                lo, target, p95 = P.screen_against_simulator(tasks, base, cfg, reps, mult)
                 errs.append(target / p95 - 1)
                 print(f"{dev:<6} {proto:<12} {weak:>4} {mult:>5} {lo:>7.3f} {target:>10.1f} {p95:>8.1f} {errs[-1]:>+7.0%}")
     print(f"{len(errs)} cases: the screen's p95 is {min(errs):+.0%} to {max(errs):+.0%} of the simulator's")

@@ -341,6 +341,26 @@ class Screen:
         return out
 
 
+def screen_against_simulator(tasks, base, config: Config, replicas: dict, load: float) -> tuple[float, float, float]:
+    """``(rate, screen p95, simulated p95)`` of one strong replica's cell: the task rate at
+    which the screen's p95 is ``load`` times the uncontended p95, simulated there with enough
+    Poisson arrivals (the tasks repeated) to span three of those p95s. What the screen's stated
+    error is measured on (``benchmarks/plan_screen_error.py``, ``tests/test_plan.py``)."""
+    from . import capacity as cap
+
+    scr = Screen(Rows(tasks, base), config)
+    target = scr.uncontended_p95 * load
+    lo, hi = 0.0, 50.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        r = scr.latency(mid, replicas)
+        lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
+    n = max(len(tasks), math.ceil(STEADY_SPANS * target * lo * 1.5))
+    rows = cap._run([tasks[i % len(tasks)] for i in range(n)], base, config.protocol, lo, replicas.get("strong", 1),
+                    replicas.get("weak") or cap.AMPLE)
+    return lo, target, cap.latency_percentiles(rows)[1]
+
+
 def pareto(points: list[Screened]) -> list[Screened]:
     """The feasible points not beaten on both cost per task and p95 latency, cheapest first."""
     feas = sorted((s for s in points if s.feasible), key=lambda s: (s.cost_per_1k, s.p95_s))

@@ -49,17 +49,9 @@ def replace_protocol(sc, proto):
 @pytest.mark.parametrize("mult", [1.5, 2.0])
 def test_screen_p95_is_within_its_stated_bound_of_the_simulator(dev, proto, weak, mult):
     base = _base(dev)
-    scr = P.Screen(P.Rows(TASKS, base), P.Config(proto, base.strong, base.weak if weak else None, 6))
-    reps = {"strong": 1, "weak": weak} if weak else {"strong": 1}
-    target = scr.uncontended_p95 * mult
-    lo, hi = 0.0, 50.0  # the rate at which the screen's p95 is the target
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        r = scr.latency(mid, reps)
-        lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
-    n = max(len(TASKS), math.ceil(3 * target * lo * 1.5))  # arrivals span the probes' steady rule
-    rows = cap._run([TASKS[i % len(TASKS)] for i in range(n)], base, proto, lo, 1, weak or cap.AMPLE)
-    _, p95, _ = cap.latency_percentiles(rows)
+    cfg = P.Config(proto, base.strong, base.weak if weak else None, 6)
+    _, target, p95 = P.screen_against_simulator(TASKS, base, cfg, {"strong": 1, "weak": weak} if weak else {"strong": 1},
+                                                mult)
     assert abs(target / p95 - 1) <= P95_BOUND, (target, p95)
 
 
