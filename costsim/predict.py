@@ -41,6 +41,10 @@ SOURCES = {
 }
 
 
+#: The most tokens one step, observation or verdict may have (simulate's verdict bound).
+MAX_CALL_TOKENS = 1e6
+
+
 def _validate(p, K, write_rate, batch, steps, overrides):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {p}")
@@ -57,6 +61,12 @@ def _validate(p, K, write_rate, batch, steps, overrides):
             raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
     if overrides.get("step_tokens") is not None and overrides["step_tokens"] <= 0:
         raise ValueError(f"--step-tokens must be > 0 (a step decodes something), got {overrides['step_tokens']}")
+    # Upper bounds on what sizes a call, as simulate's: far past any real agent, and short of
+    # the float overflows that would print nan.
+    for k in ("step_tokens", "obs_tokens", "verdict_tokens"):
+        v = overrides.get(k)
+        if v is not None and v > MAX_CALL_TOKENS:
+            raise ValueError(f"--{k.replace('_', '-')} must be at most {MAX_CALL_TOKENS:g} tokens, got {v:g}")
 
 
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
