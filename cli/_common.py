@@ -124,6 +124,14 @@ def parse_seconds(text: str) -> float:
     return secs
 
 
+def split_names(text: str, flag: str) -> tuple[str, ...]:
+    """A comma-separated list, refused when it names nothing."""
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names:
+        raise UserError(f"{flag} is empty")
+    return names
+
+
 def load_tasks(traces, n: int, seed: int):
     """The tasks of ``traces`` (files or shipped names), or ``n`` synthetic ones; bad traces are a UserError."""
     if not traces:

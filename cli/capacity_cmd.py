@@ -7,7 +7,8 @@ from typing import List, Optional
 import typer
 
 
-from ._common import SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, load_tasks, parse_rate, parse_seconds, with_options
+from ._common import (SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, load_tasks, parse_rate, parse_seconds,
+                      split_names, with_options)
 
 #: The scenario options capacity shares with simulate and replay (the rest are its own).
 _SHARED = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
@@ -43,9 +44,7 @@ def capacity(
     for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
         if v is not None and not v >= 0:
             raise UserError(f"{name} must be >= 0 USD per GPU-hour, got {v}")
-    names = tuple(x.strip() for x in protocols.split(",") if x.strip())
-    if not names:
-        raise UserError("--protocols is empty")
+    names = split_names(protocols, "--protocols")
 
     from costsim import capacity as cap
 

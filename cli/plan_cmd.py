@@ -8,20 +8,12 @@ from typing import List, Optional
 import typer
 
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
-                      parse_seconds, with_options)
+                      parse_seconds, split_names, with_options)
 
 #: (no --p-dist: the screen's expected calls are at one per-step acceptance rate)
 _SHARED = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft", "api_tps",
            "json_out")
 _EDGE = ("edge-cloud", "cloud-strong-only")
-
-
-def _names(text: str, flag: str) -> tuple[str, ...]:
-    """A comma-separated list, refused when it names nothing."""
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
-    if not names:
-        raise UserError(f"{flag} is empty")
-    return names
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -81,7 +73,7 @@ def plan(
     from costsim.sim.twin import has_twin
 
     default = "strong-only,specagent" + (",edge-cloud,cloud-strong-only" if o["api"] else "")
-    names = _names(protocols if protocols is not None else default, "--protocols")
+    names = split_names(protocols if protocols is not None else default, "--protocols")
     known = [n for n in PROTOCOLS if has_twin(n) or n in _EDGE]  # the screen needs a schedule's expected calls
     bad = [n for n in names if n not in known]
     if bad:
@@ -97,11 +89,11 @@ def plan(
         work = load_tasks(traces, tasks, o["seed"])
         settings = {SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
         base = build_scenario(settings, work if traces else None)
-        dev = _names(devices, "--devices")
-        wdev = _names(weak_devices, "--weak-devices") if weak_devices is not None else dev
+        dev = split_names(devices, "--devices")
+        wdev = split_names(weak_devices, "--weak-devices") if weak_devices is not None else dev
         configs = P.configurations(base.strong.model, base.weak.model, dev, names, parse_ks(ks), o["engine"],
                                    check_dtype(strong_dtype), base.weak.weight_dtype, max_gpus, wdev, base.api,
-                                   _names(edge_devices, "--edge-devices"))
+                                   split_names(edge_devices, "--edge-devices"))
         if not configs:
             raise UserError("no configuration to search: none of --devices holds the strong model"
                             + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))

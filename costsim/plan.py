@@ -201,9 +201,7 @@ class Rows:
         self.context = step_shape(tasks)[2]
 
     def __call__(self, c: Config) -> dict:
-        from .sim.twin import COLUMNS, call_weights, cost_of_calls
-        from .sim.agent import COUNTERS
-        from .sim.run import replica_costs
+        from .sim.twin import COLUMNS, call_weights, cost_of_calls, rows_of_weights
 
         key = (c.protocol, c.K)
         sc = scenario_of(self.base, c)
@@ -214,20 +212,15 @@ class Rows:
             return {name: np.array([r[name] for r in rows], float) for name in (*COLUMNS, "api_cost_usd")}
         if key not in self._weights:
             self._weights[key] = call_weights(self.tasks, sc, c.protocol)
-        weights = self._weights[key]
-        col = {name: np.zeros(len(weights)) for name in COLUMNS}
-        for i, (_, other) in enumerate(weights):
-            for name, v in other.items():
-                col[name][i] = v
-        for who, dep, (coef, overhead) in zip(("strong", "weak"), (sc.strong, sc.weak), replica_costs(sc)):
-            pk = (key, who, dep)
+        deps = {"strong": sc.strong, "weak": sc.weak}
+
+        def cached(weights, who, coef, overhead, budget):  # each pool's deployment costed once
+            pk = (key, who, deps[who])
             if pk not in self._parts:
-                self._parts[pk] = cost_of_calls(weights, who, coef, overhead, sc.token_budget)
-            part = self._parts[pk]
-            for j, name in enumerate(COUNTERS):
-                col[f"{who}_{name}"] += part[:, j]
-            col["wall_s"] += part[:, -1]
-        return col
+                self._parts[pk] = cost_of_calls(weights, who, coef, overhead, budget)
+            return self._parts[pk]
+        rows = rows_of_weights(self._weights[key], sc, cached)
+        return {name: rows[:, i] for i, name in enumerate(COLUMNS)}
 
 
 class Screen:
@@ -479,17 +472,14 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     while its p95 misses the target, each pool grows by a tenth (at least one replica), at
     most ``grow`` times. Returns the replicas it confirms, their p95 and cost; ``steady`` is
     False where :data:`MAX_CONFIRM_TASKS` tasks arrive in less than that span."""
-    from .capacity import latency_percentiles
-    from .sim.run import simulate
+    from .capacity import _run, latency_percentiles
 
     c = s.config
     n = max(len(tasks), min(math.ceil(STEADY_SPANS * target_s * task_rate), MAX_CONFIRM_TASKS))
     work = [tasks[i % len(tasks)] for i in range(n)]
     reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
     for attempt in range(grow + 1):
-        sc = replace(scenario_of(base, c), arrival_rate=task_rate, sessions=1,
-                     strong_replicas=max(reps["strong"], 1), weak_replicas=max(reps["weak"], 1))
-        rows = simulate(work, sc)
+        rows = _run(work, scenario_of(base, c), c.protocol, task_rate, max(reps["strong"], 1), max(reps["weak"], 1))
         p50, p95, _ = latency_percentiles(rows)
         if p95 <= target_s or attempt == grow:
             break

@@ -157,15 +157,17 @@ def call_weights(tasks, sc: Scenario, name: str) -> list:
     return out
 
 
-def rows_of_weights(weights, sc: Scenario):
+def rows_of_weights(weights, sc: Scenario, cost=None):
     """The expected rows, array (tasks, COLUMNS), of :func:`call_weights` on the scenario's
-    deployments: what :func:`expected_rows` gives, summed over calls in another order."""
+    deployments: what :func:`expected_rows` gives, summed over calls in another order.
+    ``cost``: what costs one model's calls (default :func:`cost_of_calls`; a search caches it)."""
+    cost = cost or cost_of_calls
     rows = np.zeros((len(weights), len(COLUMNS)))
     for i, (_, other) in enumerate(weights):
         for c, v in other.items():
             rows[i, _COL[c]] = v
     for who, (coef, overhead) in zip(("strong", "weak"), replica_costs(sc)):
-        part = cost_of_calls(weights, who, coef, overhead, sc.token_budget)
+        part = cost(weights, who, coef, overhead, sc.token_budget)
         base = _COL[f"{who}_calls"]
         rows[:, base:base + len(COUNTERS)] += part[:, :-1]
         rows[:, _COL["wall_s"]] += part[:, -1]
