@@ -81,7 +81,7 @@ SCENARIO_OPTIONS = {
     "false_reject": (float, typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")),
     "escalate_p": (_F, typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [fitted to the paper, docs/protocols.md; --option stall=acceptance: 1 - p_u].")),
     "escalation_span": (int, typer.Option(2, "--escalation-span", help="AgentCollab: strong steps of the first escalation, doubling after [2].")),
-    "spec_hit": (float, typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(weak guess = strong step) [0.5].")),
+    "spec_hit": (float, typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(the weak guess is right: the user's reply, or with --option speculate=always the strong step) [0.5].")),
     "self_spec_hit": (float, typer.Option(0.66, "--self-spec-hit", help="Tool-call self-speculation Hit@1 on read-only calls [0.66].")),
     "api": (_S, typer.Option(None, "--api", help="Edge-cloud: API profile of the strong model [qwen3.5-397b-a17b].")),
     "api_ttft": (_F, typer.Option(None, "--api-ttft", help="Edge-cloud: API time to first token, s [profile's, else 1.0 (assumption)].")),

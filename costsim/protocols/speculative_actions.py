@@ -1,29 +1,32 @@
-"""Speculative Actions: the strong model acts every step; a weak speculator runs ahead.
+"""Speculative Actions: the strong model acts every step; a weak guesser lets it run ahead.
 
-A model of the "Speculative Actions" baseline (lossless speculation for agents), as the SpecAgent
-paper runs it. Assumptions, each a knob:
+A model of the "Speculative Actions" baseline (arXiv 2510.04371) as the SpecAgent paper runs
+it: its public code. The actor (the strong model) authors every step, as in Strong-only; the
+committed trajectory is the recorded one. Two places to speculate (``speculate``):
 
-- **Actor.** The strong model authors every step, as in Strong-only; the committed trajectory is
-  the same.
-- **Speculator.** When the strong model starts step j, the weak model guesses step j in
-  parallel (one weak call: prefill what is new, decode a step of the same length, or of
-  ``spec_guess_tokens`` when it guesses only the action). The guess
-  matches the actor's step with probability ``spec_hit_rate`` (drawn once per step).
-- **Pre-execution.** When step j is a read-only call, the guessed call is executed as soon as
-  the guess is out (a miss calls the same tool with other arguments: a wasted tool call); a
-  guessed state-changing call or message is never pre-executed. A hit whose guess was out before
-  the actor finished saves the tool latency up to the time the guess was early
-  (``tool_s_saved``); if the guess was still decoding, the actor's call runs as usual.
-- **Running ahead** (``lookahead=True``). When a pre-executed result arrives while the actor is
-  still deciding step j, the strong model's call for step j+1 is started at once on the
-  speculated history (its guess too). If step j was a hit, that call *is* step j+1, already
-  under way; on a miss it is discarded: an extra strong call (``spec_wasted_strong_calls``).
-  Only one level ahead: a call started speculatively does not start further ones until its
-  step is confirmed.
-
-Costs the paper counts (17.4 vs 13.8 strong calls on Airline): one extra weak call per step and
-one wasted strong call per missed read that ran ahead; extra strong traffic and batch, while the
-saving is tool latency and, on hits, overlapping two strong calls.
+- **At the user's turns** (``user-turns``, the default): what the public tau-bench agent does
+  (github.com/naimengye/speculative-action, ``e-commerce/tau-bench/tau_bench/agents/
+  tool_calling_agent_reduce.py``, ``ToolCallingReduceAgent``, commit dc938b9). When the actor
+  sends the user a message, a background task starts: the weak model guesses the user's reply,
+  then the actor runs on the guessed state, executing each tool call, until it answers with a
+  message or has made ``spec_depth`` (5, the code's ``max_num_steps``) tool calls. The loop
+  waits for the task before its next call. The code appends the background tool steps to the
+  history whatever the guess (``--guesser-check`` off), and discards the answer, calling the
+  actor again for it: so the extra strong calls are one per message after which the actor
+  answers within 5 tool steps, and a write run on a wrong guess reaches the environment
+  (``irreversible_errors``; the paper's low quality, 72.0 / 48.5). ``adopt="on-hit"`` is
+  ``--guesser-check``: kept only when the guess is right (``spec_hit_rate``), else every
+  background call and tool call is wasted and the actor runs the steps itself.
+- **At every step** (``always``, the paper's general framework): when the strong model starts
+  step j, the weak model guesses step j in parallel (one weak call: prefill what is new, decode
+  a step of the same length, or ``spec_guess_tokens``); the guess matches with probability
+  ``spec_hit_rate``. A guessed read is executed as soon as the guess is out (a miss: a wasted
+  tool call); a guessed write's result is predicted, not executed; a message is never
+  speculated. A hit whose guess was out before the actor finished saves the tool latency up to
+  the time the guess was early (``tool_s_saved``). With ``lookahead`` the actor is also called
+  for step j+1 on the guessed state, and the step waits for both: on a hit that call *is* step
+  j+1, on a miss it is wasted (``spec_wasted_strong_calls``). One level ahead only.
+  ``in-time`` runs ahead only when the guessed read's result is back before the actor decided.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from __future__ import annotations
 from ._rng import side_rng
 from .schedule import check_scale, step_decode
 
-#: When the speculative actor call for step j+1 starts: ``always`` on the guessed state, the
-#: step waiting for both (the public implementation, github.com/naimengye/speculative-action);
-#: ``in-time`` only when the guessed read's result is back before the actor has decided.
-SPECULATE = ("always", "in-time")
+#: Where speculation happens (the module docstring): the public tau-bench code's is the default.
+SPECULATE = ("user-turns", "always", "in-time")
+#: Which background steps are kept: whatever the guess (the code's default) or on a hit.
+ADOPT = ("always", "on-hit")
+#: Most tool steps one user-turn speculation runs: ``max_num_steps = 5`` in the code.
+SPEC_DEPTH = 5
 
 
 class _Frame:
@@ -49,10 +54,19 @@ class _Frame:
 
 
 def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess_tokens: int | None = None,
-        speculate: str = "always", strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
+        speculate: str = "user-turns", adopt: str = "always", spec_depth: int = SPEC_DEPTH,
+        final_speculation: bool = False, strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
     check_scale(strong_step_scale), check_scale(weak_step_scale)
     if speculate not in SPECULATE:
         raise ValueError(f"speculate must be one of {', '.join(SPECULATE)}, got {speculate!r}")
+    if adopt not in ADOPT:
+        raise ValueError(f"adopt must be one of {', '.join(ADOPT)}, got {adopt!r}")
+    if isinstance(spec_depth, bool) or not isinstance(spec_depth, int) or spec_depth < 1:
+        raise ValueError(f"spec_depth must be a whole number >= 1 (tool steps per speculation), got {spec_depth!r}")
+    if speculate == "user-turns":
+        yield from _user_turns(tr, task, spec_hit_rate, spec_guess_tokens, adopt == "always", spec_depth,
+                               final_speculation, strong_step_scale, weak_step_scale)
+        return
     always = speculate == "always"
     env, rng, row, steps = tr.env, tr.rng, tr.row, task.steps
     hits = side_rng(rng, 3)
@@ -125,3 +139,81 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
     for p in procs:  # wasted speculation still in flight: its cost belongs to this task
         if not p.triggered:
             yield p
+
+
+def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_scale, w_scale):
+    """Speculation at the user's turns, as the public tau-bench code runs it.
+
+    When the actor's step j is a message to the user, a background task starts: the weak model
+    guesses the user's reply (one weak call, decoding a reply of the recorded reply's length or
+    ``spec_guess_tokens``); then the actor is called on the guessed state for the steps after
+    it, each tool call executed, until it answers with a message (a call whose answer is
+    discarded: the loop calls the actor for it again) or ``depth`` tool steps. The loop sends the
+    message, then waits for the background task before its next call (``spec_wait_s``: the wait
+    beyond the user's reply). Its tool steps are then kept (``adopt_all``, or on a hit) and the
+    actor resumes after them; its prefix cache breaks at the user's reply (the speculative calls
+    saw the guess), so that call prefills from the reply on. Not kept: each of its strong calls
+    and tool calls was wasted, and the actor runs the steps itself. A guess is right with
+    probability ``hit_rate``; a write executed on a wrong guess counts in ``irreversible_errors``.
+    ``final``: also speculate after the closing message (the code launches it too; no log it
+    returns records its calls)."""
+    env, row, steps = tr.env, tr.row, task.steps
+    hits = side_rng(tr.rng, 3)
+    N = len(steps)
+    H = [max(steps[0].context_tokens, 0)] if N else []  # H[j]: history tokens before step j
+    for s in steps:
+        H.append(H[-1] + s.output_tokens + s.observation_tokens)
+
+    def speculation(j, cache, out):
+        """The background task after message j; fills ``out``: (steps run, kept)."""
+        st = steps[j]
+        yield from tr.call("weak", H[j] + st.output_tokens - cache[1], cache[1],
+                           max(st.observation_tokens, 1) if guess_tokens is None else guess_tokens)
+        cache[1] = H[j] + st.output_tokens
+        hit = hit_rate >= 1.0 or (hit_rate > 0.0 and hits.random() < hit_rate)
+        keep = adopt_all or hit
+        ctx, pre, ran = H[j] + st.output_tokens, st.observation_tokens, 0
+        # After the closing message the actor answers the guessed reply with a message like it.
+        for nxt in steps[j + 1:j + 1 + depth] or (st,):
+            yield from tr.call("strong", pre, ctx, step_decode(nxt, s_scale))
+            if nxt.kind != "read" and nxt.kind != "write":  # the actor answers the user: discarded
+                row["spec_wasted_strong_calls"] += 1
+                break
+            if nxt.kind == "write" and not hit:  # executed on a wrong guess of the user's reply
+                row["irreversible_errors"] += 1
+            if keep:
+                yield from tr.execute(nxt)
+            else:
+                row["spec_wasted_strong_calls"] += 1
+                row["spec_wasted_tools"] += 1
+                lat = tr.tool_seconds(nxt)
+                if lat:
+                    yield env.timeout(lat)
+            ctx, pre, ran = ctx + pre + nxt.output_tokens, nxt.observation_tokens, ran + 1
+        row["spec_hits"] += hit
+        out.append((ran, keep))
+
+    cache = [0, 0]  # tokens the strong and the weak model's prefix caches hold
+    j = 0
+    while j < N:
+        st = steps[j]
+        yield from tr.call("strong", H[j] - cache[0], cache[0], step_decode(st, s_scale))
+        cache[0] = H[j] + st.output_tokens
+        spec = None
+        if st.kind == "respond" or (final and st.kind == "final"):
+            out = []
+            spec = env.process(speculation(j, cache, out))
+            row["spec_calls"] += 1
+        yield from tr.execute(st)
+        row["committed_steps"] += 1
+        j += 1
+        if spec is None:
+            continue
+        if not spec.triggered:
+            t0 = env.now
+            yield spec
+            row["spec_wait_s"] += env.now - t0
+        ran, kept = out[0]
+        if kept and ran:
+            row["committed_steps"] += ran  # the actor's steps, made in the background
+            j += ran

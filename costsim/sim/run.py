@@ -57,7 +57,7 @@ class Scenario:
     false_reject: float = 0.0
     escalate_p: float | None = None       # AgentCollab no-progress rate (None: its fitted default)
     escalation_span: int = 2              # AgentCollab: strong steps of the first escalation
-    spec_hit_rate: float = 0.5            # Speculative Actions: weak guess = strong step
+    spec_hit_rate: float = 0.5            # Speculative Actions: P(the weak guess is right)
     self_spec_hit_rate: float = 0.66      # tool-call self-speculation Hit@1
     api: str | None = None                # edge-cloud: API profile (None: qwen3.5-397b-a17b)
     api_ttft_s: float | None = None       # edge-cloud: None: the profile's, else 1.0 s
