@@ -172,7 +172,8 @@ def predicted_vs_observed(numbers: dict | None = None) -> dict:
     fraction (midpoint of the range), or, for VitaBench, from strong calls and its 77% rejected
     reviews. ``numbers``: the published numbers (default :func:`published`). Returns ``{"rows":
     [...], "fit": {...}, "needed_kappa": {...}, "model": {benchmark: chunk_model(...)}}``; every row
-    says whether it was fitted or predicted.
+    says whether it was fitted or predicted; ``"ablation"`` and ``"flops"``: the arithmetic of the
+    published numbers the model cannot meet together (``figures/README.md``).
     """
     from scipy.optimize import brentq, least_squares
 
@@ -223,7 +224,22 @@ def predicted_vs_observed(numbers: dict | None = None) -> dict:
     # steps per commit, whatever p and q are.
     needed = {k: omega + (b["wall"] - float(np.mean(b["hbm"])))
               / chunk_model(*pq[k], b, v_over_d, rho, omega)["weak steps per commit"] for k, b in bench.items()}
-    return {"rows": rows, "needed_kappa": needed,
+    # The ablation on Airline's point (HBM h, wall l): a variant adding dS >= 0 strong and dW weak
+    # passes per commit changes HBM by dS + omega dW and wall by dS + kappa dW, so dW <= dHBM / omega
+    # and kappa >= omega + (dwall - dHBM) omega / dHBM, at the least demanding published ends.
+    abl, h, l = numbers["ablation"], float(np.mean(air["hbm"])), air["wall"]
+    d_hbm, d_wall = abl["hbm_increase"][1] * h, (abl["wall_multiple"][0] - 1) * l
+    ablation = {"kappa_needed": omega + (d_wall - d_hbm) * omega / d_hbm,
+                "wall_multiple_at_fit": 1 + d_hbm * max(1.0, kappa / omega) / l}
+    # FLOPs: the strong model prefills every drafted step (rejected ones too) and the weak model
+    # drafts it at omega of the FLOPs, so FLOPs / Strong-only's >= (1 + omega) x weak steps per
+    # commit; the published level caps them, unless a per-task constant C (in committed steps'
+    # tokens, per committed step; the initial prompt, unpublished) dilutes both sides.
+    flops = {}
+    for k, b in bench.items():
+        w, F = chunk_model(*pq[k], b, v_over_d, rho, omega)["weak steps per commit"], b["flops_extra"]
+        flops[k] = {"weak_steps": w, "cap": (1 + F) / (1 + omega), "constant": max(w * (1 + omega) - 1 - F, 0.0) / F}
+    return {"rows": rows, "needed_kappa": needed, "ablation": ablation, "flops": flops,
             "model": {k: chunk_model(*pq[k], b, v_over_d, rho, omega, kappa) for k, b in bench.items()},
             "fit": {"omega": omega, "kappa": kappa, "v_over_d": v_over_d, "rho": rho,
                     "p": {k: v[0] for k, v in pq.items()}, "q": {k: v[1] for k, v in pq.items()}}}

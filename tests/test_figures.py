@@ -118,6 +118,33 @@ def test_fit_and_prediction_sets_are_disjoint():
     assert predicted_vs_observed(numbers)["fit"]["kappa"] != fit["kappa"]
 
 
+def test_what_the_published_numbers_cannot_say_at_once():
+    """The arithmetic behind figures/README.md's section, checked against its own definitions."""
+    from costsim.paper import chunk_model, predicted_vs_observed, published
+
+    res, pub = predicted_vs_observed(), published()
+    fit, abl, air = res["fit"], res["ablation"], pub["benchmark"]["Airline"]
+    omega, kappa = fit["omega"], fit["kappa"]
+    # The ablation needs kappa above omega; Airline's wall needs it below; at the fitted kappa the
+    # ablation's wall stays under the published x2.5.
+    assert kappa < omega < abl["kappa_needed"] and abl["wall_multiple_at_fit"] < pub["ablation"]["wall_multiple"][0]
+    # The bound is tight: a variant with dS = 0 and dW = dHBM / omega at kappa_needed has the
+    # published HBM increase and wall multiple.
+    h, l = sum(air["hbm"]) / 2, air["wall"]
+    d_hbm = pub["ablation"]["hbm_increase"][1] * h
+    assert (l + abl["kappa_needed"] * d_hbm / omega) / l == pytest.approx(pub["ablation"]["wall_multiple"][0])
+    # FLOPs: each benchmark's constant C reproduces its published level from the fit's weak steps.
+    for k, f in res["flops"].items():
+        b = pub["benchmark"][k]
+        w = chunk_model(fit["p"][k], fit["q"][k], b, fit["v_over_d"], fit["rho"], omega)["weak steps per commit"]
+        assert f["weak_steps"] == pytest.approx(w)
+        C = f["constant"]
+        level = (C + w * (1 + omega)) / (C + 1)
+        assert level == pytest.approx(1 + b["flops_extra"]) if C > 0 else level <= 1 + b["flops_extra"]
+        assert (f["cap"] < w) == (C > 0)
+    assert {k for k, f in res["flops"].items() if f["constant"] > 0} == {"Airline", "Retail", "AutomationBench"}
+
+
 def test_balance_point_figure_shows_the_contention(regenerated):
     _, done = regenerated
     runs = done["balance-point"]["result"]["runs"]
