@@ -44,7 +44,8 @@ class Request:
     as its value is not the request — read the request itself). Cost fields accumulate."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
-                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held")
+                 "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held",
+                 "_solo", "_timeout")
 
     def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
@@ -54,6 +55,7 @@ class Request:
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
         self.kv_held = 0.0  # bytes of the KV pool it holds once admitted
+        self._solo = self._timeout = None  # its solo epoch, while it runs one: (start, prefill, run), timeout
 
 
 class _Epoch:
@@ -66,7 +68,7 @@ class _Epoch:
         self.start, self.chunks, self.mixed_s, self.mixed_cost = start, [], 0.0, None
         self.B, self.ctx_sum, self.m, self.live = 0, 0, 0, True
         self.run = (0.0, 0.0, 0.0)  # decode-run totals: seconds, HBM bytes, FLOPs
-        self.solo = None  # the one request of an uncontended call, settled without the heap
+        self.solo = None  # the request whose solo epoch this is (Replica._solo_epoch)
         self.kv_blocked = False  # a queued call waits for KV room during this epoch
 
 
@@ -122,6 +124,8 @@ class Replica:
         req.done = Event(self.env)
         if self._deferred:  # the plan at this instant is still to come: it takes this call too
             return req
+        if type(ep) is Request:  # a solo epoch has company now: see it as a general one
+            ep = self._epoch = self._solo_epoch(ep)
         if ep is None:
             self._plan()
         elif ep.start == self.env.now:  # nothing ran yet: plan again with everyone who came
@@ -134,83 +138,97 @@ class Replica:
     # --- planning -------------------------------------------------------------------------
 
     def _plan(self):
-        B, queue = len(self._running), self.queue
-        if not B and not queue:
-            self._epoch = None
-            return
-        if not B and len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
-            self._start_solo(queue[0])
-            return
-        coef = self.coef
+        running, queue = self._running, self.queue
+        B = len(running)
+        if not B:
+            if not queue:
+                self._epoch = None
+                return
+            if len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
+                self._start_solo(queue[0])
+                return
+        coef, ctx_run, it = self.coef, self._ctx_sum, self.iterations
         ep = _Epoch(self.env.now)
-        ctx_run = self._ctx_sum
-        if queue and B < self.max_seqs and not (queue[0].kv_held or self._fits(queue[0])):
-            if not B:
-                self._never_fits(queue[0])
-            queue = ()  # the head waits for room: decode until someone finishes and frees some
-            ep.kv_blocked = True
-        if queue and B < self.max_seqs:
-            budget, seats = max(self.token_budget - B, 1), self.max_seqs - B
+        chunks = ep.chunks
+        seats = self.max_seqs - B
+        if queue and seats > 0:
+            budget = max(self.token_budget - B, 1)
             T = pairs = kv_read = 0
+            # Whether the decode run can be fused: every queued call gets its whole prompt in
+            # (nobody left queued) and has tokens to decode (nobody finishes in the mixed
+            # iteration: they must be released at its end). Then: its batch, contexts, length.
+            fuse, n_done, ctx_done, m = True, 0, 0, None
             for req in queue:
                 if budget <= 0 or seats <= 0:
+                    fuse = False
                     break
                 if not (req.kv_held or self._admit(req)):
-                    ep.kv_blocked = True
+                    if not chunks and not B:
+                        self._never_fits(req)
+                    ep.kv_blocked = True  # it waits for room, and those behind it
+                    fuse = False
                     break
-                t = min(req.prefill_left, budget)
-                ep.chunks.append((req, t))
+                left, c = req.prefill_left, req.context
+                t = left if left < budget else budget
+                chunks.append((req, t))
                 T += t
-                pairs += attention_pairs(t, req.context)
-                kv_read += req.context if t else 0
+                pairs += attention_pairs(t, c)
+                kv_read += c if t else 0
                 budget -= t
                 seats -= 1
-            ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read, B + len(ep.chunks))
+                if t >= left and req.decode_left > 0:
+                    n_done += 1
+                    ctx_done += c + t
+                    if m is None or req.decode_left < m:
+                        m = req.decode_left
+                else:
+                    fuse = False
+        if chunks:
+            ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read, B + len(chunks))
             ep.mixed_s = ep.mixed_cost[0]
-            # Fuse the decode run only if nobody finishes in the mixed iteration (they must be
-            # released at its end) and nobody is left queued.
-            done_prefill = [(r, t) for r, t in ep.chunks if t >= r.prefill_left]
-            if (len(done_prefill) == len(queue) and all(r.decode_left > 0 for r, _ in done_prefill)
-                    and (not B or self._running[0][0] > self.iterations + 1)):
-                ep.B = B + len(done_prefill)
-                ep.ctx_sum = ctx_run + B + sum(r.context + t for r, t in done_prefill)
-                ends = [r.decode_left for r, _ in done_prefill]
-                if B:
-                    ends.append(self._running[0][0] - self.iterations - 1)
-                ep.m = min(ends)
-        else:
-            ep.B, ep.ctx_sum, ep.m = B, ctx_run, self._running[0][0] - self.iterations
+            if fuse and (not B or running[0][0] > it + 1):
+                ep.B, ep.ctx_sum = B + n_done, ctx_run + B + ctx_done
+                ep.m = m if not B or m < running[0][0] - it - 1 else running[0][0] - it - 1
+        else:  # nobody can join: decode until someone finishes (and frees KV room)
+            ep.B, ep.ctx_sum, ep.m = B, ctx_run, running[0][0] - it
         if ep.m:
             ep.run = coef.decode_run(ep.B, ep.ctx_sum, ep.m)
         self._epoch = ep
-        self._schedule(ep, ep.mixed_s + ep.run[0])
+        Timeout(self.env, ep.mixed_s + ep.run[0], ep).callbacks.append(self._end)
 
     def _start_solo(self, r):
         """The uncontended call, the common case: one epoch of its whole prefill (one
-        iteration) and then all its decode iterations."""
+        iteration) and then all its decode iterations. The request is its own epoch (and its
+        epoch's timeout, when nobody waits on it yet, its ``done``: one event a call)."""
         if not (r.kv_held or self._admit(r)):
             self._never_fits(r)
-        t = r.prefill_left
-        ep = _Epoch(self.env.now)
-        ep.chunks, ep.solo = [(r, t)], r
-        ep.mixed_cost, run = self.coef.solo(t, r.context, r.decode_left)
-        ep.mixed_s = ep.mixed_cost[0]
-        if r.decode_left > 0:
-            ep.B, ep.ctx_sum, ep.m, ep.run = 1, r.context + t, r.decode_left, run
-        self._epoch = ep
-        t = Timeout(self.env, ep.mixed_s + ep.run[0], ep)
+        pre, run = self.coef.solo(r.prefill_left, r.context, r.decode_left)
+        r._solo = (self.env.now, pre, run)
+        self._epoch = r
+        t = r._timeout = Timeout(self.env, pre[0] + run[0], r)
         t.callbacks.append(self._end)
-        if r.done is None:  # nobody waits on it yet: its epoch's end is its end
+        if r.done is None:
             r.done = t
+
+    def _solo_epoch(self, r) -> "_Epoch":
+        """The general :class:`_Epoch` equal to ``r``'s solo epoch, which it retires."""
+        start, pre, run = r._solo
+        ep = _Epoch(start)
+        ep.chunks, ep.solo, ep.mixed_cost, ep.mixed_s = [(r, r.prefill_left)], r, pre, pre[0]
+        if r.decode_left > 0:
+            ep.B, ep.ctx_sum, ep.m, ep.run = 1, r.context + r.prefill_left, r.decode_left, run
+        return ep  # still ended by r's timeout, unless retired
 
     def _retire(self, ep):
         """``ep`` will not run to its planned end. A solo call waiting on the epoch's timeout
         gets an event of its own, which takes over those waiting (after our own ``_end``)."""
         ep.live = False
         r = ep.solo
-        if r is not None and type(r.done) is Timeout:
-            t, r.done = r.done, Event(self.env)
-            r.done.callbacks, t.callbacks = t.callbacks[1:], t.callbacks[:1]
+        if r is not None:
+            r._timeout = None  # its timeout now ends nothing (see _end)
+            if type(r.done) is Timeout:
+                t, r.done = r.done, Event(self.env)
+                r.done.callbacks, t.callbacks = t.callbacks[1:], t.callbacks[:1]
 
     def _schedule(self, ep, secs):
         t = self.env.timeout(max(secs - (self.env.now - ep.start), 0.0), ep)
@@ -239,10 +257,11 @@ class Replica:
 
     def _end(self, event):
         ep = event.value
-        if not ep.live:
+        if type(ep) is Request:  # a solo epoch (see _start_solo)
+            if ep._timeout is event:  # else it was retired
+                self._end_solo(ep)
             return
-        if ep.solo is not None:
-            self._end_solo(ep)
+        if not ep.live:
             return
         finished = []
         if ep.kv_blocked:
@@ -260,38 +279,45 @@ class Replica:
         for r in finished:
             r.finished = now
             r.done.succeed(r)
-        self._next()
+        self._next(finished)
 
-    def _end_solo(self, ep):
+    def _end_solo(self, r):
         """The end of an uncontended call's epoch: the request had the replica to itself, so it
         is charged the whole of it (what the general rule gives, without the bookkeeping)."""
-        r, pre, run = ep.solo, ep.mixed_cost, ep.run
+        _, pre, run = r._solo
+        m = r.decode_left if r.decode_left > 0 else 0
+        r._solo = r._timeout = None
         secs, hbm, flops = pre[0] + run[0], pre[1] + run[1], pre[2] + run[2]
         self.busy_s += secs
         self.hbm_bytes += hbm
         self.flops += flops
         self.batch_time += run[0]
-        self.iterations += 1 + ep.m
+        self.iterations += 1 + m
         r.busy_s += secs  # += : a long prompt's first chunks may have been charged
         r.hbm_bytes += hbm
         r.flops += flops
-        r.context += r.prefill_left + ep.m
+        r.context += r.prefill_left + m
         r.prefill_left = r.decode_left = 0
         self._release(r)
         del self.queue[0]  # r: it was alone when planned; later arrivals queue behind it
         r.finished = self.env.now
         if type(r.done) is not Timeout:  # else it is the event being processed: it resumes them
             r.done.succeed(r)
-        self._next()
+            self._next((r,))
+        else:
+            self._next()
 
-    def _next(self):
+    def _next(self, finished=()):
         """After an epoch: plan the next one once the calls submitted at this same instant are
-        in (a zero-time event behind the resumptions of the calls just finished), instead of
-        planning now and again for each of them."""
+        in, instead of planning now and again for each of them: behind the resumptions of the
+        calls just finished (in the last one's event), or in a zero-time event."""
         self._epoch = None
         if self.queue or self._running:
             self._deferred = True
-            Timeout(self.env, 0.0).callbacks.append(self._plan_deferred)
+            if finished:
+                finished[-1].done.callbacks.append(self._plan_deferred)
+            else:
+                Timeout(self.env, 0.0).callbacks.append(self._plan_deferred)
 
     def _plan_deferred(self, _):
         self._deferred = False
