@@ -62,10 +62,11 @@ class _Epoch:
     """A planned stretch of work: an optional mixed iteration, then ``m`` decode iterations of
     ``B`` sequences whose contexts sum to ``ctx_sum`` at the first of them."""
 
-    __slots__ = ("start", "chunks", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run", "solo", "kv_blocked")
+    __slots__ = ("start", "chunks", "T", "mixed_s", "mixed_cost", "B", "ctx_sum", "m", "live", "run", "solo",
+                 "kv_blocked")
 
     def __init__(self, start):
-        self.start, self.chunks, self.mixed_s, self.mixed_cost = start, [], 0.0, None
+        self.start, self.chunks, self.T, self.mixed_s, self.mixed_cost = start, [], 0, 0.0, None
         self.B, self.ctx_sum, self.m, self.live = 0, 0, 0, True
         self.run = (0.0, 0.0, 0.0)  # decode-run totals: seconds, HBM bytes, FLOPs
         self.solo = None  # the request whose solo epoch this is (Replica._solo_epoch)
@@ -184,6 +185,7 @@ class Replica:
                 else:
                     fuse = False
         if chunks:
+            ep.T = T  # prompt tokens in the mixed iteration
             ep.mixed_cost = coef.terms(B + T, ctx_run + pairs, ctx_run + kv_read, B + len(chunks))
             ep.mixed_s = ep.mixed_cost[0]
             if fuse and (not B or running[0][0] > it + 1):
@@ -214,7 +216,7 @@ class Replica:
         """The general :class:`_Epoch` equal to ``r``'s solo epoch, which it retires."""
         start, pre, run = r._solo
         ep = _Epoch(start)
-        ep.chunks, ep.solo, ep.mixed_cost, ep.mixed_s = [(r, r.prefill_left)], r, pre, pre[0]
+        ep.chunks, ep.T, ep.solo, ep.mixed_cost, ep.mixed_s = [(r, r.prefill_left)], r.prefill_left, r, pre, pre[0]
         if r.decode_left > 0:
             ep.B, ep.ctx_sum, ep.m, ep.run = 1, r.context + r.prefill_left, r.decode_left, run
         return ep  # still ended by r's timeout, unless retired
@@ -246,7 +248,7 @@ class Replica:
             return
         self._retire(ep)
         new = _Epoch(ep.start)  # not solo: the arrival is settled with the general rule
-        new.chunks, new.mixed_s, new.mixed_cost, new.kv_blocked = ep.chunks, ep.mixed_s, ep.mixed_cost, ep.kv_blocked
+        new.chunks, new.T, new.mixed_s, new.mixed_cost, new.kv_blocked = ep.chunks, ep.T, ep.mixed_s, ep.mixed_cost, ep.kv_blocked
         new.B, new.ctx_sum, new.m = ep.B, ep.ctx_sum, m
         if m:
             new.run = self.coef.decode_run(ep.B, ep.ctx_sum, m)
@@ -326,7 +328,7 @@ class Replica:
     def _apply_mixed(self, ep, finished):
         coef, c, secs = self.coef, ep.mixed_cost, ep.mixed_s
         B = len(self._running)
-        tokens = B + sum(t for _, t in ep.chunks)
+        tokens = B + ep.T
         self._account(secs, c[1], c[2], B, 1)
         tokens = tokens or 1
         wshare = float(coef.weight_bytes(tokens)) / tokens
@@ -336,10 +338,11 @@ class Replica:
         self._settle(finished)
         kvb, fpt, fpp, sqb = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair, coef.seq_bytes
         for r, t in ep.chunks:
-            r.hbm_bytes += wshare * t + kvb * ((r.context if t else 0) + t) + sqb
-            r.flops += fpt * t + fpp * attention_pairs(t, r.context)
+            c0 = r.context
+            r.hbm_bytes += wshare * t + kvb * ((c0 if t else 0) + t) + sqb
+            r.flops += fpt * t + fpp * attention_pairs(t, c0)
             r.busy_s += secs * t / tokens
-            r.context += t
+            r.context = c0 + t
             r.prefill_left -= t
             if r.prefill_left <= 0:
                 self.queue.remove(r)
@@ -359,16 +362,19 @@ class Replica:
         """Release the requests whose last token came out in the iteration just counted; charge
         each its decode iterations: its own KV bytes and FLOPs (its context grew by one per
         iteration from c0), and its share of weights and busy time from the running sums."""
-        coef, now_it = self.coef, self.iterations
-        kvb, fpt, fpp = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair
-        while self._running and self._running[0][0] <= now_it:
-            _, _, r = heapq.heappop(self._running)
+        running, now_it = self._running, self.iterations
+        if not running or running[0][0] > now_it:
+            return
+        coef, acc_w, acc_t = self.coef, self._acc_w, self._acc_t
+        kvb, fpt, fpp, sqb = coef.kv_bytes_per_token, coef.flops_per_token, coef.flops_per_pair, coef.seq_bytes
+        while running and running[0][0] <= now_it:
+            r = heapq.heappop(running)[2]
             it0, w0, t0 = r._join
             D, c0 = now_it - it0, r.context
             # KV read: contexts c0+1 .. c0+D (each iteration also writes its token); FLOPs: c0 .. c0+D-1.
-            r.hbm_bytes += self._acc_w - w0 + kvb * context_sum(D, c0 + 1) + coef.seq_bytes * D
+            r.hbm_bytes += acc_w - w0 + kvb * context_sum(D, c0 + 1) + sqb * D
             r.flops += fpt * D + fpp * context_sum(D, c0)
-            r.busy_s += self._acc_t - t0
+            r.busy_s += acc_t - t0
             r.context = c0 + D
             r.decode_left = 0
             self._ctx_sum -= r.context
