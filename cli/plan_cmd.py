@@ -53,6 +53,8 @@ def plan(
     figure: Optional[str] = typer.Option(None, "--figure", help="Write the front as a PNG here."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),
+    state: Optional[str] = typer.Option(None, "--state", help="Keep the search's finished pieces (each (protocol, K) screen, each confirmation) in this folder; the same plan run again with it resumes. A cache of this costsim version."),
+    fresh: bool = typer.Option(False, "--fresh", help="With --state: drop the pieces kept there first."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     **o,
 ):
@@ -67,6 +69,8 @@ def plan(
     rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be >= 1, got {workers}")
+    if fresh and not state:
+        raise UserError("--fresh needs --state FOLDER")
     if max_gpus is not None and max_gpus < 1:
         raise UserError(f"--max-gpus must be >= 1, got {max_gpus}")
     from costsim.protocols import PROTOCOLS
@@ -103,9 +107,12 @@ def plan(
         if stray:
             raise UserError(f"--price {', '.join(stray)}: not a searched device (searched: {', '.join(searched)})")
         table = P.prices(searched, overrides)
+        kept = P.State(state) if state else None
+        if kept and fresh:
+            kept.clear()
         with Progress("planning", len(configs), quiet=quiet) as bar:
-            res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers)
-    except ValueError as e:
+            res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers, kept)
+    except (ValueError, OSError) as e:
         raise UserError(str(e)) from None
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
@@ -137,7 +144,7 @@ def as_json(res: dict) -> dict:
             "confirmed": [{"screen": _point(s), "simulated": r} for s, r in res["confirmed"]],
             "recommended": None if rec is None else {"screen": _point(rec[0]), "simulated": rec[1]},
             "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
-            "prices": res["prices"], "assumptions": ASSUMPTIONS}
+            "prices": res["prices"], "resumed": res.get("resumed"), "assumptions": ASSUMPTIONS}
 
 
 ASSUMPTIONS = [
@@ -167,7 +174,9 @@ def _where(c, strong: int, weak: int) -> str:
 def render(res: dict) -> str:
     lines = [f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 <= {res['latency_p95_target_s']:g} s; "
              f"{res['configurations']} configurations screened ({res['feasible']} feasible), "
-             f"{len(res['confirmed'])} confirmed by simulation, in {res['seconds']:.1f} s ({res['tasks']} tasks)", ""]
+             f"{len(res['confirmed'])} confirmed by simulation, in {res['seconds']:.1f} s ({res['tasks']} tasks)"
+             + (f"; {res['resumed']['pieces']} finished pieces reused from {res['resumed']['folder']}"
+                if res.get("resumed") and res["resumed"]["pieces"] else ""), ""]
     if res["front"]:
         lines.append("Pareto front of the screen (cost per 1,000 tasks against p95 latency):")
         lines.append(f"  {'USD/1k tasks':>12} {'p95 s':>7} {'GPUs':>5}  {'protocol':<22} replicas")

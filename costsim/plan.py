@@ -414,41 +414,114 @@ def parse_prices(items) -> dict:
 
 
 def search(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, progress=None,
-           scheduler: str | None = None, workers: int | None = None) -> list[Screened]:
-    """The screen of every configuration at ``task_rate`` under ``target_s`` (cheapest first):
-    in this process, or, with a ``scheduler`` address or ``workers``, on Dask (a cluster, or a
-    local one of that many workers) in chunks of one (protocol, K) each, which share the work
-    of their schedule's branches."""
+           scheduler: str | None = None, workers: int | None = None, state=None) -> list[Screened]:
+    """The screen of every configuration at ``task_rate`` under ``target_s`` (cheapest first),
+    in chunks of one (protocol, K) each, which share the work of their schedule's branches: in
+    this process, or, with a ``scheduler`` address or ``workers``, on Dask (a cluster, or a
+    local one of that many workers). ``state``: a :class:`State`; chunks it holds are not
+    screened again, and each one screened is kept in it."""
     usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}
+    chunks: dict = {}
+    for c in configs:
+        chunks.setdefault((c.protocol, c.K, c.api), []).append(c)
+    got: dict = {}
+    todo = []
+    for i, chunk in enumerate(chunks.values()):
+        args = (tasks, base, task_rate, target_s, chunk, usd)
+        kept = state.get("screen", args) if state else None
+        if kept is not None:
+            got[i] = kept
+            if progress:
+                progress(len(kept))
+        else:
+            todo.append((i, args))
+
+    inputs = dict(todo)
+
+    def finish(i, screened):
+        got[i] = screened
+        if state:
+            state.put("screen", inputs[i], screened)
+
     if scheduler or workers:
         from .sweep import run_dask
 
-        chunks: dict = {}
-        for c in configs:
-            chunks.setdefault((c.protocol, c.K, c.api), []).append(c)
-        todo = [(f"screen-{i}", (tasks, base, task_rate, target_s, chunk, usd)) for i, chunk in enumerate(chunks.values())]
-        got: dict = {}
-
-        def finish(key, screened):
-            got[key] = screened
+        def counted(i, screened):
+            finish(i, screened)
             if progress:
                 progress(len(screened))
-        run_dask(todo, finish, scheduler, workers, fn=_screen_chunk)
-        out = [s for key, _ in todo for s in got[key]]
+        run_dask(todo, counted, scheduler, workers, fn=_screen_chunk)
     else:
-        out = _screen_chunk((tasks, base, task_rate, target_s, configs, usd), progress)
+        rows = Rows(tasks, base)  # one for every chunk: the pools' costs are shared
+        for i, args in todo:
+            finish(i, _screen_chunk(args, progress, rows))
+    out = [s for i in range(len(chunks)) for s in got[i]]
     return sorted(out, key=lambda s: (not s.feasible, s.cost_per_1k if s.cost_per_1k is not None else math.inf,
                                       s.p95_s))
 
 
-def _screen_chunk(args, progress=None) -> list[Screened]:
+def _screen_chunk(args, progress=None, rows=None) -> list[Screened]:
     tasks, base, task_rate, target_s, configs, usd = args
-    rows, out = Rows(tasks, base), []
+    rows, out = rows or Rows(tasks, base), []
     for c in configs:
         out.append(Screen(rows, c, base.max_seqs).plan(task_rate, target_s, usd))
         if progress:
             progress(1)
     return out
+
+
+class State:
+    """A folder that keeps a search's finished pieces (each chunk's screen, each confirmation),
+    so that a search run again with the same inputs skips them: a cache of this costsim
+    version, each piece a pickle named by the SHA-256 of its inputs' repr (tasks, scenario,
+    configurations, rate, target, prices, the version), written atomically. A piece that does
+    not load (cut short by an interruption) is computed again."""
+
+    def __init__(self, folder):
+        from pathlib import Path
+
+        self.folder = Path(folder)
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ValueError(f"--state {folder}: not a folder")
+        self.hits = 0
+
+    def _path(self, kind: str, inputs):
+        import hashlib
+
+        from . import __version__
+
+        # repr, not pickle: the same inputs pickle differently when they share objects differently
+        text = repr((__version__, kind, inputs))
+        if " at 0x" in text:  # an object without a value repr (a function): nothing to resume by
+            text += f"{id(self)}"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        return self.folder / f"{kind}-{digest}.pkl"
+
+    def get(self, kind: str, inputs):
+        import pickle
+
+        path = self._path(kind, inputs)
+        try:
+            value = pickle.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except Exception:  # a piece cut short: compute it again
+            path.unlink(missing_ok=True)
+            return None
+        self.hits += 1
+        return value
+
+    def clear(self):
+        """Drop every piece kept."""
+        for p in self.folder.glob("*.pkl"):
+            p.unlink()
+
+    def put(self, kind: str, inputs, value):
+        import pickle
+
+        from .resources import write_atomic
+
+        write_atomic(self._path(kind, inputs), pickle.dumps(value, protocol=4))
 
 
 def scenario_of(base, c: Config):
@@ -522,26 +595,35 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
 
 
 def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
-         progress=None, scheduler: str | None = None, workers: int | None = None) -> dict:
+         progress=None, scheduler: str | None = None, workers: int | None = None, state=None) -> dict:
     """Screen every configuration (on Dask with ``scheduler`` or ``workers``: :func:`search`),
     confirm the ``confirm_top`` cheapest screened ones by simulation, and recommend the cheapest
-    that the simulator confirms meets the target."""
+    that the simulator confirms meets the target. ``state``: a folder (:class:`State`) that
+    keeps the finished pieces, so that an interrupted plan run again resumes."""
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
     if not target_s > 0:
         raise ValueError(f"--latency-p95 must be > 0 s, got {target_s}")
-    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress, scheduler, workers)
+    state = State(state) if state is not None and not isinstance(state, State) else state
+    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress, scheduler, workers, state)
     front = pareto(screened)
     feasible = [s for s in screened if s.feasible]
     confirmed = []
+    usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}  # (the prices' ages change daily)
     for s in feasible[:confirm_top]:
-        res = confirm(tasks, base, s, task_rate, target_s, price_table)
+        inputs = (tasks, base, s, task_rate, target_s, usd)
+        res = state.get("confirm", inputs) if state else None
+        if res is None:
+            res = confirm(tasks, base, s, task_rate, target_s, price_table)
+            if state:
+                state.put("confirm", inputs, res)
         confirmed.append((s, res))
         if progress:
             progress(0)
     ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None]
     rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks"]) if ok else None
     out = {"task_rate_per_s": task_rate, "latency_p95_target_s": target_s, "configurations": len(configs),
+           "resumed": None if state is None else {"folder": str(state.folder), "pieces": state.hits},
            "feasible": len(feasible), "screened": screened, "front": front, "confirmed": confirmed,
            "recommended": rec, "prices": price_table}
     if rec is None:

@@ -214,7 +214,7 @@ def test_edge_cloud_protocols_need_an_api(capsys):
     assert "need --api PROFILE" in capsys.readouterr().err
 
 
-def test_the_screen_on_dask_is_the_screen_in_process():
+def test_the_screen_on_dask_is_the_screen_in_process(tmp_path):
     from costsim.profiles import load_model
 
     base = _base("h200")
@@ -222,9 +222,13 @@ def test_the_screen_on_dask_is_the_screen_in_process():
                             Ks=(2, 6))
     prices = P.prices(["h200", "b200"])
     here = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices)
-    there = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices, workers=2)
+    there = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices, workers=2, state=P.State(tmp_path))
     key = [(s.config, s.feasible, s.strong_replicas, s.weak_replicas, s.cost_per_1k, s.p95_s) for s in here]
     assert key == [(s.config, s.feasible, s.strong_replicas, s.weak_replicas, s.cost_per_1k, s.p95_s) for s in there]
+    # What the workers screened was kept: the same search in process resumes all of it.
+    kept = P.State(tmp_path)
+    again = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices, state=kept)
+    assert kept.hits == 3 and repr(again) == repr(there)
 
 
 def test_where_specagent_stops_paying_counts_the_step_scales():
@@ -238,3 +242,45 @@ def test_where_specagent_stops_paying_counts_the_step_scales():
         return float(re.search(r"a weak step takes ([0-9.]+) of a strong one", P.where_specagent_stops_paying(sc, s, TASKS)).group(1))
     # A strong model decoding three times the tokens of a step makes a weak step a third as long.
     assert kappa(replace(base, strong_step_scale=3.0)) == pytest.approx(kappa(base) / 3, rel=0.15)
+
+
+def test_a_plan_run_again_with_its_state_resumes_and_gives_the_same_answer(tmp_path, monkeypatch):
+    s, w = deployments()
+    base = Scenario(strong=s, weak=w, p=0.8, K=6)
+    cfgs = P.configurations(s.model, w.model, ("h200", "b200"), ("strong-only", "specagent"), (4, 6))
+    prices = P.prices(["h200", "b200"])
+    args = (TASKS[:60], base, 1.0, 90.0, cfgs, prices)
+    first = P.plan(*args, confirm_top=2, state=tmp_path / "st")
+    pieces = sorted(p.name for p in (tmp_path / "st").glob("*.pkl"))
+    assert len(pieces) == 3 + 2 and first["resumed"]["pieces"] == 0  # 3 (protocol, K) screens, 2 confirmations
+
+    def no_work(*a, **k):
+        raise AssertionError("a kept piece was computed again")
+    monkeypatch.setattr(P, "_screen_chunk", no_work)
+    monkeypatch.setattr(P, "confirm", no_work)
+    again = P.plan(*args, confirm_top=2, state=tmp_path / "st")
+    assert again["resumed"]["pieces"] == 5
+    for key in ("screened", "front", "confirmed", "recommended", "why"):
+        assert repr(again[key]) == repr(first[key]), key
+    monkeypatch.undo()
+    # A piece cut short by an interruption is computed again; other inputs are other pieces.
+    (tmp_path / "st" / pieces[0]).write_bytes(b"\x80\x04cut")
+    assert P.plan(*args, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 4
+    assert P.plan(TASKS[:60], base, 1.2, 90.0, cfgs, prices, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 0
+
+
+def test_plan_state_on_the_command_line(tmp_path, capsys):
+    argv = ["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "b200", "--K", "6", "--tasks", "40",
+            "--confirm", "1", "-q", "--state", str(tmp_path / "st")]
+    assert main(argv) == 0
+    assert "reused" not in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "finished pieces reused from" in capsys.readouterr().out
+    assert main([*argv, "--fresh", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["resumed"]["pieces"] == 0
+    (tmp_path / "file").write_text("x")
+    for extra, msg in ((["--fresh"], "--fresh needs --state"), (["--state", str(tmp_path / "file")], "not a folder")):
+        bad = [a for a in argv if a not in ("--state", str(tmp_path / "st"))] + extra
+        assert main(bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert msg in err and "\n" not in err
