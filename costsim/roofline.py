@@ -98,8 +98,18 @@ class Coefficients:
     seq_bytes: float = 0.0       # per sequence in the iteration: sliding windows + recurrent state
 
     def weight_bytes(self, tokens):
-        """Weights read by an iteration over ``tokens`` tokens: E·(1-(1-k/E)^T) experts a layer."""
-        return (self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens)) * (tokens > 0)
+        """Weights read by an iteration over ``tokens`` tokens: E·(1-(1-k/E)^T) experts a layer
+        (for a whole number of tokens, the simulator's case, tabulated as it is asked for)."""
+        if type(tokens) is not int:
+            return (self.always_bytes + self.routed_bytes * (1.0 - self.keep**tokens)) * (tokens > 0)
+        w = self._weight_table.get(tokens)
+        if w is None:
+            w = self._weight_table[tokens] = self.weight_bytes(float(tokens))
+        return w
+
+    @cached_property
+    def _weight_table(self) -> dict:
+        return {}
 
     def cost(self, tokens, pairs, kv_read_tokens, seqs=None) -> Cost:
         return Cost(*self.terms(tokens, pairs, kv_read_tokens, seqs))
