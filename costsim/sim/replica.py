@@ -213,13 +213,14 @@ class Replica:
             r.done = t
 
     def _solo_epoch(self, r) -> "_Epoch":
-        """The general :class:`_Epoch` equal to ``r``'s solo epoch, which it retires."""
+        """The general :class:`_Epoch` equal to ``r``'s solo epoch (``r``'s timeout still ends
+        it, unless it is retired)."""
         start, pre, run = r._solo
         ep = _Epoch(start)
         ep.chunks, ep.T, ep.solo, ep.mixed_cost, ep.mixed_s = [(r, r.prefill_left)], r.prefill_left, r, pre, pre[0]
         if r.decode_left > 0:
             ep.B, ep.ctx_sum, ep.m, ep.run = 1, r.context + r.prefill_left, r.decode_left, run
-        return ep  # still ended by r's timeout, unless retired
+        return ep
 
     def _retire(self, ep):
         """``ep`` will not run to its planned end. A solo call waiting on the epoch's timeout
@@ -231,10 +232,6 @@ class Replica:
             if type(r.done) is Timeout:
                 t, r.done = r.done, Event(self.env)
                 r.done.callbacks, t.callbacks = t.callbacks[1:], t.callbacks[:1]
-
-    def _schedule(self, ep, secs):
-        t = self.env.timeout(max(secs - (self.env.now - ep.start), 0.0), ep)
-        t.callbacks.append(self._end)
 
     def _cut_short(self, ep):
         """An arrival during ``ep``: stop after the iteration in flight, then replan."""
@@ -253,7 +250,8 @@ class Replica:
         if m:
             new.run = self.coef.decode_run(ep.B, ep.ctx_sum, m)
         self._epoch = new
-        self._schedule(new, new.mixed_s + new.run[0])
+        left = new.mixed_s + new.run[0] - (self.env.now - new.start)
+        Timeout(self.env, max(left, 0.0), new).callbacks.append(self._end)
 
     # --- completion -----------------------------------------------------------------------
 
@@ -385,9 +383,6 @@ class Replica:
 
     def _footprint(self, r) -> float:
         return self._kv_token * (r.context + r.prefill_left + r.decode_left) + self._kv_seq
-
-    def _fits(self, r) -> bool:
-        return self.kv_used + self._footprint(r) <= self.kv_pool
 
     def _admit(self, r) -> bool:
         """Reserve ``r``'s room in the KV pool if it fits now."""
