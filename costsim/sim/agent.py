@@ -128,7 +128,7 @@ class TaskRun:
                 if rep is None or rep.rtt_s:  # through the wrapper, or after the round trip
                     value = yield from call(*cmd)
                     continue
-                # self.call without its generator (a fifth of a simulated step): the same two steps
+                # what self.call does, without a generator per call (the simulator's hot path)
                 value = rep.submit(cmd[1], cmd[2], cmd[3])
                 yield value.done
                 self.charge(cmd[0], value)
