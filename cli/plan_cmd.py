@@ -53,7 +53,7 @@ def plan(
     figure: Optional[str] = typer.Option(None, "--figure", help="Write the front as a PNG here."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),
-    state: Optional[str] = typer.Option(None, "--state", help="Keep the search's finished pieces (each (protocol, K) screen, each confirmation) in this folder; the same plan run again with it resumes. A cache of this costsim version."),
+    state: Optional[str] = typer.Option(None, "--state", help="Keep the search's finished pieces (each (protocol, K) screen, each confirmation) in this folder; the same plan run again with it resumes (a piece is reused only with the same inputs and the same costsim code)."),
     fresh: bool = typer.Option(False, "--fresh", help="With --state: drop the pieces kept there first."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     **o,

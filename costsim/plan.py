@@ -32,6 +32,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -428,7 +429,7 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
     todo = []
     for i, chunk in enumerate(chunks.values()):
         args = (tasks, base, task_rate, target_s, chunk, usd)
-        kept = state.get("screen", args) if state else None
+        kept = state.get("screen", (args, _apis(base, chunk))) if state else None
         if kept is not None:
             got[i] = kept
             if progress:
@@ -441,7 +442,7 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
     def finish(i, screened):
         got[i] = screened
         if state:
-            state.put("screen", inputs[i], screened)
+            state.put("screen", (inputs[i], _apis(base, inputs[i][4])), screened)
 
     if scheduler or workers:
         from .sweep import run_dask
@@ -470,12 +471,42 @@ def _screen_chunk(args, progress=None, rows=None) -> list[Screened]:
     return out
 
 
+@lru_cache(maxsize=None)
+def _code_digest() -> str:
+    """SHA-256 of costsim's code and shipped profiles: what a kept piece was computed with."""
+    import hashlib
+    from pathlib import Path
+
+    from .resources import data_dir
+
+    h = hashlib.sha256()
+
+    def walk(d, at):
+        for f in sorted(d.iterdir(), key=lambda f: f.name):
+            if f.is_dir():
+                walk(f, f"{at}/{f.name}")
+            elif f.name.endswith((".py", ".toml", ".json")):
+                h.update(f"{at}/{f.name}".encode())
+                h.update(f.read_bytes())
+    walk(Path(__file__).resolve().parent, "costsim")
+    for folder in ("hardware", "models", "measured"):
+        walk(data_dir(folder), folder)
+    return h.hexdigest()
+
+
+def _apis(base, configs) -> tuple:
+    """The API profiles a search reads, loaded: a profile given as a file counts by what is in it."""
+    from .profiles import load_api
+
+    return tuple(load_api(n) for n in sorted({c.api for c in configs if c.api} | ({base.api} if base.api else set())))
+
+
 class State:
     """A folder that keeps a search's finished pieces (each chunk's screen, each confirmation),
-    so that a search run again with the same inputs skips them: a cache of this costsim
-    version, each piece a pickle named by the SHA-256 of its inputs' repr (tasks, scenario,
-    configurations, rate, target, prices, the version), written atomically. A piece that does
-    not load (cut short by an interruption) is computed again."""
+    so that a search run again with the same inputs skips them: a cache, each piece a pickle
+    named by the SHA-256 of its inputs' repr (tasks, scenario, configurations, the API profiles
+    they read, rate, target, prices) and of costsim's code and shipped profiles, written
+    atomically. A piece that does not load (cut short by an interruption) is computed again."""
 
     def __init__(self, folder):
         from pathlib import Path
@@ -488,10 +519,8 @@ class State:
     def _path(self, kind: str, inputs):
         import hashlib
 
-        from . import __version__
-
         # repr, not pickle: the same inputs pickle differently when they share objects differently
-        text = repr((__version__, kind, inputs))
+        text = repr((_code_digest(), kind, inputs))
         if " at 0x" in text:  # an object without a value repr (a function): nothing to resume by
             text += f"{id(self)}"
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -611,7 +640,7 @@ def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: d
     confirmed = []
     usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}  # (the prices' ages change daily)
     for s in feasible[:confirm_top]:
-        inputs = (tasks, base, s, task_rate, target_s, usd)
+        inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
         res = state.get("confirm", inputs) if state else None
         if res is None:
             res = confirm(tasks, base, s, task_rate, target_s, price_table)

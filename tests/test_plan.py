@@ -269,6 +269,25 @@ def test_a_plan_run_again_with_its_state_resumes_and_gives_the_same_answer(tmp_p
     assert P.plan(TASKS[:60], base, 1.2, 90.0, cfgs, prices, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 0
 
 
+def test_plan_state_counts_an_api_profile_file_by_what_is_in_it(tmp_path):
+    import re
+
+    from costsim.profiles import load_model
+    from costsim.resources import data_dir
+
+    api = tmp_path / "my-api.toml"
+    text = data_dir("hardware").joinpath("api", "qwen3.5-397b-a17b.toml").read_text()
+    api.write_text(text)
+    cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"), devices=("h200",),
+                            protocols=("cloud-strong-only",), api=str(api))
+    base, kept = _base("h200"), P.State(tmp_path / "st")
+    first = P.search(TASKS[:40], base, 0.5, 1e4, cfgs, {}, state=kept)
+    # A dearer API in the same file: the kept screen is not reused, and the cost follows the file.
+    api.write_text(re.sub(r"(price_output_per_mtok_usd\s*=\s*)[0-9.]+", r"\g<1>100.0", text))
+    again = P.search(TASKS[:40], base, 0.5, 1e4, cfgs, {}, state=kept)
+    assert kept.hits == 0 and again[0].cost_per_1k > first[0].cost_per_1k
+
+
 def test_plan_state_on_the_command_line(tmp_path, capsys):
     argv = ["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "b200", "--K", "6", "--tasks", "40",
             "--confirm", "1", "-q", "--state", str(tmp_path / "st")]

@@ -279,7 +279,7 @@ class Replica:
         for r in finished:
             r.finished = now
             r.done.succeed(r)
-        self._next(finished)
+        self._next()
 
     def _end_solo(self, r):
         """The end of an uncontended call's epoch: the request had the replica to itself, so it
@@ -303,21 +303,16 @@ class Replica:
         r.finished = self.env.now
         if type(r.done) is not Timeout:  # else it is the event being processed: it resumes them
             r.done.succeed(r)
-            self._next((r,))
-        else:
-            self._next()
+        self._next()
 
-    def _next(self, finished=()):
+    def _next(self):
         """After an epoch: plan the next one once the calls submitted at this same instant are
-        in, instead of planning now and again for each of them: behind the resumptions of the
-        calls just finished (in the last one's event), or in a zero-time event."""
+        in (a zero-time event behind the resumptions of the calls just finished, and behind the
+        processes they start), instead of planning now and again for each of them."""
         self._epoch = None
         if self.queue or self._running:
             self._deferred = True
-            if finished:
-                finished[-1].done.callbacks.append(self._plan_deferred)
-            else:
-                Timeout(self.env, 0.0).callbacks.append(self._plan_deferred)
+            Timeout(self.env, 0.0).callbacks.append(self._plan_deferred)
 
     def _plan_deferred(self, _):
         self._deferred = False
