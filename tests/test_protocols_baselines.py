@@ -127,15 +127,23 @@ def test_speculative_actions_at_user_turns_hand_computed():
     assert r["weak_calls"] == 2 and r["spec_calls"] == 2 and r["committed_steps"] == 6
     # Prefill: steps 0, 1 (2, 3); the background 2, 3, 4 (3 each); step 4 again from the user's
     # reply on, 3 + 2·(5 + 3) = 19 (the cache broke at the guess); the background answer to
-    # step 4's reply and step 5 (3 each). The guesses read the history: 15, then 24 more.
+    # step 4's reply and step 5 (3 each). The guesser reads its instruction and the conversation
+    # only: 117 + step 1's message (5); then step 1's reply and step 4's message (3 + 5).
     assert r["strong_prefill_tokens"] == 2 + 3 + 3 * 3 + 19 + 3 + 3
-    assert r["weak_prefill_tokens"] == 15 + 24 and r["weak_decode_tokens"] == 3 + 3
+    assert r["weak_prefill_tokens"] == (117 + 5) + (3 + 5) and r["weak_decode_tokens"] == 3 + 3
     # Time on the ideal devices (1 and 0.1 s per iteration, a call 1 + 5 iterations, a guess
     # 1 + 3): steps 0, 1 to 12 s; guess to 12.4, the background's three calls to 30.4 (the
     # loop waits 18.4 s); step 4 to 36.4; guess and one call to 42.8 (6.4 s); step 5 to 48.8.
     assert r["wall_s"] == pytest.approx(48.8)
     assert r["spec_wait_s"] == pytest.approx(18.4 + 6.4)
     assert run1(t, "strong-only")["wall_s"] == pytest.approx(36.0)
+    # The user takes 2 s to reply, to the real messages and to the background's answers too:
+    # step 1's reply 12-14 while the background runs to 30.4 and its answer's reply to 32.4;
+    # step 4 32.4-38.4, its reply to 40.4, the background's call to 44.8 and its reply to 46.8;
+    # step 5 to 52.8. Strong-only: 36 s and two replies.
+    slow = run1(t, "speculative-actions", user_latency=Latency(2.0))
+    assert slow["wall_s"] == pytest.approx(52.8) and slow["spec_wait_s"] == pytest.approx(18.4 + 6.4)
+    assert run1(t, "strong-only", user_latency=Latency(2.0))["wall_s"] == pytest.approx(40.0)
 
 
 def test_speculative_actions_at_user_turns_options():
@@ -152,9 +160,11 @@ def test_speculative_actions_at_user_turns_options():
     # At most spec_depth tool steps: with 1, the background runs step 2 only and answers nothing.
     one = run1(t, "speculative-actions", options=(("spec_depth", 1),))
     assert one["strong_calls"] == 6 + 1 and one["spec_wasted_strong_calls"] == 1
-    # After the closing message too: one more guess and one more discarded answer.
+    # After the closing message too: one more guess and one more discarded answer, costed, while
+    # the task is over for its user when the closing message is out.
     fin = run1(t, "speculative-actions", options=(("final_speculation", True),))
     assert fin["strong_calls"] == 9 and fin["weak_calls"] == 3 and fin["spec_wasted_strong_calls"] == 3
+    assert fin["wall_s"] == pytest.approx(run1(t, "speculative-actions")["wall_s"])
 
 
 @pytest.mark.parametrize("trace", ["tau2-airline", "tau2-retail"])

@@ -11,12 +11,13 @@ committed trajectory is the recorded one. Two places to speculate (``speculate``
   then the actor runs on the guessed state, executing each tool call, until it answers with a
   message or has made ``spec_depth`` (5, the code's ``max_num_steps``) tool calls. The loop
   waits for the task before its next call. The code appends the background tool steps to the
-  history whatever the guess (``--guesser-check`` off), and discards the answer, calling the
-  actor again for it: so the extra strong calls are one per message after which the actor
-  answers within 5 tool steps, and a write run on a wrong guess reaches the environment
-  (``irreversible_errors``; the paper's low quality, 72.0 / 48.5). ``adopt="on-hit"`` is
-  ``--guesser-check``: kept only when the guess is right (``spec_hit_rate``), else every
-  background call and tool call is wasted and the actor runs the steps itself.
+  history whatever the guess (``--guesser-check`` off), and sends the answer to the user but
+  drops it, calling the actor again for it: so the extra strong calls are one per message after
+  which the actor answers within 5 tool steps, and a write run on a wrong guess reaches the
+  environment (``irreversible_errors``; the paper's low quality, 72.0 / 48.5).
+  ``adopt="on-hit"`` is what ``--guesser-check`` means to do (as shipped it does not run): kept
+  only when the guess is right (``spec_hit_rate``), else every background call and tool call is
+  wasted and the actor runs the steps itself.
 - **At every step** (``always``, the paper's general framework): when the strong model starts
   step j, the weak model guesses step j in parallel (one weak call: prefill what is new, decode
   a step of the same length, or ``spec_guess_tokens``); the guess matches with probability
@@ -40,6 +41,9 @@ SPECULATE = ("user-turns", "always", "in-time")
 ADOPT = ("always", "on-hit")
 #: Most tool steps one user-turn speculation runs: ``max_num_steps = 5`` in the code.
 SPEC_DEPTH = 5
+#: The user-turn guesser's instruction, in tokens by costsim's ceil(chars / 4) rule: the code's
+#: ``user_query_prompt`` without the conversation is 466 characters.
+GUESS_PROMPT_TOKENS = 117
 
 
 class _Frame:
@@ -147,37 +151,49 @@ def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_sca
     When the actor's step j is a message to the user, a background task starts: the weak model
     guesses the user's reply (one weak call, decoding a reply of the recorded reply's length or
     ``spec_guess_tokens``); then the actor is called on the guessed state for the steps after
-    it, each tool call executed, until it answers with a message (a call whose answer is
-    discarded: the loop calls the actor for it again) or ``depth`` tool steps. The loop sends the
-    message, then waits for the background task before its next call (``spec_wait_s``: the wait
-    beyond the user's reply). Its tool steps are then kept (``adopt_all``, or on a hit) and the
-    actor resumes after them; its prefix cache breaks at the user's reply (the speculative calls
-    saw the guess), so that call prefills from the reply on. Not kept: each of its strong calls
-    and tool calls was wasted, and the actor runs the steps itself. A guess is right with
-    probability ``hit_rate``; a write executed on a wrong guess counts in ``irreversible_errors``.
-    ``final``: also speculate after the closing message (the code launches it too; no log it
-    returns records its calls)."""
+    it, each tool call executed, until it answers with a message or has made ``depth`` tool
+    calls. That answer is sent to the (simulated) user, then discarded: the loop calls the actor
+    for it again. The loop sends message j, then waits for the background task before its next
+    call (``spec_wait_s``: the wait beyond the user's reply). The background tool steps are then
+    kept (``adopt_all``, or on a hit) and the actor resumes after them; its prefix cache breaks
+    at the user's reply (the background calls saw the guess), so that call prefills from the
+    reply on. Not kept: each background strong call and tool call was wasted, and the actor runs
+    the steps itself. A guess is right with probability ``hit_rate``; a write executed on a
+    wrong guess counts in ``irreversible_errors``.
+
+    The guesser reads its instruction (:data:`GUESS_PROMPT_TOKENS`) and the conversation's text
+    only: the messages to the user and the user's replies, no system prompt, tool calls or tool
+    results (the first user message, which a trace keeps inside its initial context, is left
+    out); a prefix cache keeps what it read at the last guess. ``final``: also speculate after
+    the closing message, as the code does; its calls are costed, but the task has ended for its
+    user (the code does not wait for it)."""
     env, row, steps = tr.env, tr.row, task.steps
     hits = side_rng(tr.rng, 3)
     N = len(steps)
     H = [max(steps[0].context_tokens, 0)] if N else []  # H[j]: history tokens before step j
+    talk = [0]  # talk[j]: the conversation's text before step j (messages and replies)
     for s in steps:
         H.append(H[-1] + s.output_tokens + s.observation_tokens)
+        talk.append(talk[-1] + (s.output_tokens + s.observation_tokens if s.kind in ("respond", "final") else 0))
 
     def speculation(j, cache, out):
         """The background task after message j; fills ``out``: (steps run, kept)."""
         st = steps[j]
-        yield from tr.call("weak", H[j] + st.output_tokens - cache[1], cache[1],
+        prompt = GUESS_PROMPT_TOKENS + talk[j] + st.output_tokens
+        yield from tr.call("weak", prompt - cache[1], cache[1],
                            max(st.observation_tokens, 1) if guess_tokens is None else guess_tokens)
-        cache[1] = H[j] + st.output_tokens
+        cache[1] = prompt
         hit = hit_rate >= 1.0 or (hit_rate > 0.0 and hits.random() < hit_rate)
         keep = adopt_all or hit
         ctx, pre, ran = H[j] + st.output_tokens, st.observation_tokens, 0
         # After the closing message the actor answers the guessed reply with a message like it.
         for nxt in steps[j + 1:j + 1 + depth] or (st,):
             yield from tr.call("strong", pre, ctx, step_decode(nxt, s_scale))
-            if nxt.kind != "read" and nxt.kind != "write":  # the actor answers the user: discarded
+            if nxt.kind != "read" and nxt.kind != "write":  # an answer to the user: sent, then discarded
                 row["spec_wasted_strong_calls"] += 1
+                lat = tr.user_latency.sample(hits)
+                if lat:
+                    yield env.timeout(lat)
                 break
             if nxt.kind == "write" and not hit:  # executed on a wrong guess of the user's reply
                 row["irreversible_errors"] += 1
@@ -193,7 +209,7 @@ def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_sca
         row["spec_hits"] += hit
         out.append((ran, keep))
 
-    cache = [0, 0]  # tokens the strong and the weak model's prefix caches hold
+    cache = [0, 0]  # tokens the strong model's and the guesser's prefix caches hold
     j = 0
     while j < N:
         st = steps[j]
@@ -209,6 +225,10 @@ def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_sca
         j += 1
         if spec is None:
             continue
+        if j == N:  # the closing message's: the task is over for its user, its cost still counts
+            tr.answered_at = env.now
+            yield spec
+            break
         if not spec.triggered:
             t0 = env.now
             yield spec

@@ -89,6 +89,7 @@ class TaskRun:
         self.tool_latency, self.user_latency = tool_latency, user_latency
         self.row = _ROW.copy()
         self.start = env.now
+        self.answered_at = None  # when the task's answer was out, if background work outlives it
 
     def call(self, who: str, prefill: int, context: int, decode: int):
         """Call the ``who`` ('strong' or 'weak') model; returns the finished request."""
@@ -163,9 +164,14 @@ class TaskRun:
         rec = self.tool_latency.of(step)
         return rec if rec is not None else self.tool_latency.sample(self.rng)
 
+    @property
+    def end(self) -> float:
+        """When the task ended for its user: its answer out (``answered_at``), else now."""
+        return self.env.now if self.answered_at is None else self.answered_at
+
     def finish(self) -> dict:
         row = self.row
-        row["wall_s"] = self.env.now - self.start
+        row["wall_s"] = self.end - self.start
         for c in ("hbm_bytes", "flops"):
             row[c] = row[f"strong_{c}"] + row[f"weak_{c}"]
         return row

@@ -206,7 +206,7 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
 
     def end(i, tr):
         row = tr.finish()
-        row.update(task_id=tasks[i].task_id, protocol=name, task_index=i, start_s=tr.start, end_s=env.now)
+        row.update(task_id=tasks[i].task_id, protocol=name, task_index=i, start_s=tr.start, end_s=tr.end)
         rows[i] = row
         if progress:
             progress(1)
