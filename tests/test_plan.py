@@ -276,7 +276,7 @@ def test_plan_state_counts_an_api_profile_file_by_what_is_in_it(tmp_path):
     from costsim.resources import data_dir
 
     api = tmp_path / "my-api.toml"
-    text = data_dir("hardware").joinpath("api", "qwen3.5-397b-a17b.toml").read_text()
+    text = (data_dir("hardware") / "api" / "qwen3.5-397b-a17b.toml").read_text()
     api.write_text(text)
     cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"), devices=("h200",),
                             protocols=("cloud-strong-only",), api=str(api))
