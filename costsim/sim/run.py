@@ -249,14 +249,15 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
 class LazyGenerator:
     """A task's ``numpy.random.Generator`` from its SeedSequence, made on first use: many tasks
     draw nothing (Strong-only without latencies; SpecAgent without a review), and making one
-    costs as much as simulating a few steps. Draws are those of the generator itself."""
-
-    __slots__ = ("_seed", "_gen")
+    costs as much as simulating a few steps. Draws are those of the generator itself; what is
+    read of it is kept as an attribute, so that the next read is a plain one."""
 
     def __init__(self, seed: np.random.SeedSequence):
         self._seed, self._gen = seed, None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # only for what is not an attribute yet
         if self._gen is None:
             self._gen = np.random.default_rng(self._seed)
-        return getattr(self._gen, name)
+        value = getattr(self._gen, name)
+        setattr(self, name, value)
+        return value
