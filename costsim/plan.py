@@ -29,16 +29,20 @@ Prices are the device profiles' on-demand list prices, each with its source and 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
+import pickle
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 from . import roofline
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
+from .resources import data_dir, write_atomic
 from .traces.stats import step_shape
 
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
@@ -392,6 +396,11 @@ def prices(devices, overrides: dict | None = None, today: _dt.date | None = None
     return out
 
 
+def _usd(price_table: dict) -> dict:
+    """``{device: USD per GPU-hour}`` of a :func:`prices` table."""
+    return {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}
+
+
 def parse_prices(items) -> dict:
     """``["h100-sxm=2.5", ...]`` -> ``{"h100-sxm": 2.5}`` (device names resolved through their
     profiles, so aliases work); ValueError (one line) for anything else."""
@@ -421,7 +430,7 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
     this process, or, with a ``scheduler`` address or ``workers``, on Dask (a cluster, or a
     local one of that many workers). ``state``: a :class:`State`; chunks it holds are not
     screened again, and each one screened is kept in it."""
-    usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}
+    usd = _usd(price_table)
     chunks: dict = {}
     for c in configs:
         chunks.setdefault((c.protocol, c.K, c.api), []).append(c)
@@ -474,11 +483,6 @@ def _screen_chunk(args, progress=None, rows=None) -> list[Screened]:
 @lru_cache(maxsize=None)
 def _code_digest() -> str:
     """SHA-256 of costsim's code and shipped profiles: what a kept piece was computed with."""
-    import hashlib
-    from pathlib import Path
-
-    from .resources import data_dir
-
     h = hashlib.sha256()
 
     def walk(d, at):
@@ -509,16 +513,12 @@ class State:
     atomically. A piece that does not load (cut short by an interruption) is computed again."""
 
     def __init__(self, folder):
-        from pathlib import Path
-
         self.folder = Path(folder)
         if self.folder.exists() and not self.folder.is_dir():
             raise ValueError(f"--state {folder}: not a folder")
         self.hits = 0
 
     def _path(self, kind: str, inputs):
-        import hashlib
-
         # repr, not pickle: the same inputs pickle differently when they share objects differently
         text = repr((_code_digest(), kind, inputs))
         if " at 0x" in text:  # an object without a value repr (a function): nothing to resume by
@@ -527,8 +527,6 @@ class State:
         return self.folder / f"{kind}-{digest}.pkl"
 
     def get(self, kind: str, inputs):
-        import pickle
-
         path = self._path(kind, inputs)
         try:
             value = pickle.loads(path.read_bytes())
@@ -546,10 +544,6 @@ class State:
             p.unlink()
 
     def put(self, kind: str, inputs, value):
-        import pickle
-
-        from .resources import write_atomic
-
         write_atomic(self._path(kind, inputs), pickle.dumps(value, protocol=4))
 
 
@@ -638,7 +632,7 @@ def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: d
     front = pareto(screened)
     feasible = [s for s in screened if s.feasible]
     confirmed = []
-    usd = {k: v["usd_per_gpu_hour"] for k, v in price_table.items()}  # (the prices' ages change daily)
+    usd = _usd(price_table)  # the key of a confirmation: the prices, not their ages (they change daily)
     for s in feasible[:confirm_top]:
         inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
         res = state.get("confirm", inputs) if state else None

@@ -77,9 +77,7 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
     N = len(steps)
     if not N:
         return
-    H = [max(steps[0].context_tokens, 0)]  # H[j]: history tokens before step j
-    for s in steps:
-        H.append(H[-1] + s.output_tokens + s.observation_tokens)
+    H = _history(task)
     procs = []
 
     def guess(f, prefill, context):
@@ -145,6 +143,15 @@ def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess
             yield p
 
 
+def _history(task) -> list:
+    """``H[j]``: the history's tokens before step j (the initial context, then each step and its
+    observation), ``H[N]`` after the last."""
+    H = [task.initial_context]
+    for s in task.steps:
+        H.append(H[-1] + s.output_tokens + s.observation_tokens)
+    return H
+
+
 def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_scale, w_scale):
     """Speculation at the user's turns, as the public tau-bench code runs it.
 
@@ -170,10 +177,9 @@ def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_sca
     env, row, steps = tr.env, tr.row, task.steps
     hits = side_rng(tr.rng, 3)
     N = len(steps)
-    H = [max(steps[0].context_tokens, 0)] if N else []  # H[j]: history tokens before step j
+    H = _history(task)
     talk = [0]  # talk[j]: the conversation's text before step j (messages and replies)
     for s in steps:
-        H.append(H[-1] + s.output_tokens + s.observation_tokens)
         talk.append(talk[-1] + (s.output_tokens + s.observation_tokens if s.kind in ("respond", "final") else 0))
 
     def speculation(j, cache, out):
