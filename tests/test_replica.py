@@ -126,3 +126,53 @@ def test_kv_pool_caps_the_batch_and_queues_the_rest():
     assert capped["strong_mean_batch"]["mean"] <= max_sequences(strong, 1500) + 1e-9
     assert free["strong_mean_batch"]["mean"] > 2 * capped["strong_mean_batch"]["mean"]
     assert capped["wall_s"]["mean"] > free["wall_s"]["mean"]
+
+
+class _CountingEnv(simpy.Environment):
+    processed = 0
+
+    def step(self):
+        _CountingEnv.processed += bool(self._queue)  # the last call finds none: the run ends
+        return super().step()
+
+
+@pytest.mark.parametrize("kw", [dict(sessions=1), dict(sessions=3), dict(sessions=1, tool_latency="0.4"),
+                                dict(arrival_rate=0.05), dict(sessions=2, user_latency="lognormal:1,0.5")])
+def test_a_call_run_at_once_is_what_waiting_on_its_epoch_gives(kw, monkeypatch):
+    # Replica.run_or_submit runs a call that ends before any event is due without an event;
+    # with it replaced by the event road (submit, then wait) every row is the same, to the bit.
+    from costsim.predict import deployments
+    from costsim.sim import run
+    from costsim.sim.agent import Latency
+
+    strong, weak = deployments()
+    kw = {k: Latency.parse(v) if k.endswith("latency") else v for k, v in kw.items()}
+    sc = Scenario(strong=strong, weak=weak, p=0.7, K=4, protocols=("strong-only", "specagent", "agentcollab"),
+                  weak_replicas=2, **kw)
+    tasks = generate(12, seed=3)
+    monkeypatch.setattr(run.simpy, "Environment", _CountingEnv)
+    _CountingEnv.processed = 0
+    at_once = simulate(tasks, sc)
+    events_at_once = _CountingEnv.processed
+    monkeypatch.setattr(Replica, "run_or_submit", Replica.submit)
+    _CountingEnv.processed = 0
+    assert simulate(tasks, sc) == at_once
+    assert events_at_once < _CountingEnv.processed
+    if kw == {"sessions": 1}:  # alone on its replicas, a session runs on few events
+        assert 3 * events_at_once < _CountingEnv.processed
+
+
+def test_a_session_alone_with_prompts_within_the_budget_needs_no_event_per_call(monkeypatch):
+    # Strong-only, one session, no tool time: the process's start and end are its only events
+    # (a prompt above the token budget is prefilled in chunks, by the general road).
+    from costsim.predict import deployments
+    from costsim.sim import run
+
+    strong, weak = deployments()
+    tasks = generate(20, seed=5, shape=Shape(initial_context=2000))
+    assert max(max(t.initial_context, *(s.observation_tokens for s in t.steps)) for t in tasks) <= 8192
+    monkeypatch.setattr(run.simpy, "Environment", _CountingEnv)
+    _CountingEnv.processed = 0
+    rows = simulate(tasks, Scenario(strong=strong, weak=weak, protocols=("strong-only",)))
+    assert _CountingEnv.processed == 2
+    assert sum(r["strong_calls"] for r in rows) == sum(len(t.steps) for t in tasks)

@@ -42,6 +42,10 @@ class Latency:
         """The step's recorded seconds, when this latency uses them and the step has them."""
         return step.tool_duration_s if self.recorded and step.tool_duration_s is not None else None
 
+    def __bool__(self) -> bool:
+        """Whether a call with this latency can take time at all."""
+        return self.seconds > 0 or self.recorded
+
     @property
     def mean(self) -> float:
         """Expected seconds: the median times exp(sigma²/2) for a lognormal."""
@@ -102,14 +106,18 @@ class TaskRun:
         return req
 
     def charge(self, who: str, req):
-        """Add a finished call of the ``who`` model to the task's row."""
-        row, (calls, pre, dec, hbm, flops, busy) = self.row, _KEYS[who]
+        """Add a finished call (request) of the ``who`` model to the task's row."""
+        self.add(who, req.prefill_tokens, req.decode_tokens, req.hbm_bytes, req.flops, req.busy_s)
+
+    def add(self, who: str, prefill_tokens, decode_tokens, hbm_bytes, flops, busy_s):
+        """Add a call of the ``who`` model to the task's row, from its costs."""
+        row, (calls, pre, dec, hbm, fl, busy) = self.row, _KEYS[who]
         row[calls] += 1
-        row[pre] += req.prefill_tokens
-        row[dec] += req.decode_tokens
-        row[hbm] += req.hbm_bytes
-        row[flops] += req.flops
-        row[busy] += req.busy_s
+        row[pre] += prefill_tokens
+        row[dec] += decode_tokens
+        row[hbm] += hbm_bytes
+        row[fl] += flops
+        row[busy] += busy_s
 
     def drive(self, schedule, via=None):
         """Run ``schedule`` (:mod:`costsim.protocols.schedule`) on this task's replicas: the
@@ -118,6 +126,7 @@ class TaskRun:
         h = via or self
         send, value, row, call, execute = schedule.send, None, self.row, h.call, h.execute
         direct = {"strong": self.strong, "weak": self.weak} if via is None else {}
+        timeless = via is None and not (self.tool_latency or self.user_latency)  # execute: ()
         while True:
             try:
                 cmd = send(value)
@@ -129,12 +138,20 @@ class TaskRun:
                 if rep is None or rep.rtt_s:  # through the wrapper, or after the round trip
                     value = yield from call(*cmd)
                     continue
-                # what self.call does, without a generator per call (the simulator's hot path)
-                value = rep.submit(cmd[1], cmd[2], cmd[3])
-                yield value.done
-                self.charge(cmd[0], value)
+                # What self.call does, without a generator per call (the simulator's hot path);
+                # at once where nothing else can happen first (Replica.run_or_submit): this
+                # process was resumed by an event it alone waits on (its call's, its tool's,
+                # its start's).
+                value = rep.run_or_submit(cmd[1], cmd[2], cmd[3])
+                if type(value) is tuple:
+                    secs, hbm, flops = value
+                    self.add(cmd[0], cmd[1], cmd[3], hbm, flops, secs)
+                    value = None
+                else:
+                    yield value.done
+                    self.charge(cmd[0], value)
             elif kind is Execute:
-                value = yield from execute(cmd.step)
+                value = None if timeless else (yield from execute(cmd.step))
             elif kind is Count:
                 row[cmd.name] += cmd.n
                 value = None

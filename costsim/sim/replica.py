@@ -136,6 +136,36 @@ class Replica:
             self._cut_short(ep)
         return req
 
+    def run_or_submit(self, prefill_tokens: int, context: int, decode_tokens: int):
+        """A call by the process running now, which waits on it next and was resumed by an
+        event it alone waits on (so no other callback of that event is still to run at this
+        instant). If the replica is idle and no event is due before the call would end,
+        nothing can reach the replica or the caller until then: the call is run to its end
+        now, with the clock moved there (what waiting on its epoch's timeout does, without
+        the event; SimPy has no public call for it), and ``(seconds, HBM bytes, FLOPs)`` it
+        is charged are returned. Else it is submitted: its :class:`Request` is returned."""
+        if self._epoch is not None or self._deferred or prefill_tokens > self.token_budget:
+            return self.submit(prefill_tokens, context, decode_tokens)
+        env = self.env
+        pre, run = self.coef.solo(prefill_tokens, context, decode_tokens)
+        end = env._now + (pre[0] + run[0])  # as a Timeout schedules it
+        if env.peek() <= end:  # an event due at `end` too would come first
+            req = Request(env, prefill_tokens, context, decode_tokens)
+            self.queue.append(req)
+            self._start_solo(req, (pre, run))
+            return req
+        # What _start_solo and _end_solo do to the replica, to the same bits: the KV room
+        # taken and given back, the epoch's totals.
+        need = self._kv_token * (context + prefill_tokens + decode_tokens) + self._kv_seq
+        used = self.kv_used + need
+        if used > self.kv_pool:
+            self._never_fits(Request(env, prefill_tokens, context, decode_tokens))
+        if used > self.kv_peak_bytes:
+            self.kv_peak_bytes = used
+        self.kv_used = used - need
+        env._now = end
+        return self._account_solo(pre, run, decode_tokens)
+
     # --- planning -------------------------------------------------------------------------
 
     def _plan(self):
@@ -198,13 +228,14 @@ class Replica:
         self._epoch = ep
         Timeout(self.env, ep.mixed_s + ep.run[0], ep).callbacks.append(self._end)
 
-    def _start_solo(self, r):
+    def _start_solo(self, r, costs=None):
         """The uncontended call, the common case: one epoch of its whole prefill (one
         iteration) and then all its decode iterations. The request is its own epoch (and its
-        epoch's timeout, when nobody waits on it yet, its ``done``: one event a call)."""
+        epoch's timeout, when nobody waits on it yet, its ``done``: one event a call).
+        ``costs``: the epoch's ``Coefficients.solo``, if computed already."""
         if not (r.kv_held or self._admit(r)):
             self._never_fits(r)
-        pre, run = self.coef.solo(r.prefill_left, r.context, r.decode_left)
+        pre, run = costs or self.coef.solo(r.prefill_left, r.context, r.decode_left)
         r._solo = (self.env.now, pre, run)
         self._epoch = r
         t = r._timeout = Timeout(self.env, pre[0] + run[0], r)
@@ -287,12 +318,7 @@ class Replica:
         _, pre, run = r._solo
         m = r.decode_left if r.decode_left > 0 else 0
         r._solo = r._timeout = None
-        secs, hbm, flops = pre[0] + run[0], pre[1] + run[1], pre[2] + run[2]
-        self.busy_s += secs
-        self.hbm_bytes += hbm
-        self.flops += flops
-        self.batch_time += run[0]
-        self.iterations += 1 + m
+        secs, hbm, flops = self._account_solo(pre, run, m)
         r.busy_s += secs  # += : a long prompt's first chunks may have been charged
         r.hbm_bytes += hbm
         r.flops += flops
@@ -304,6 +330,17 @@ class Replica:
         if type(r.done) is not Timeout:  # else it is the event being processed: it resumes them
             r.done.succeed(r)
         self._next()
+
+    def _account_solo(self, pre, run, m) -> tuple:
+        """Add a solo epoch (prefill ``pre``, ``m`` decode iterations costing ``run``) to the
+        replica's totals; its ``(seconds, HBM bytes, FLOPs)``."""
+        secs, hbm, flops = pre[0] + run[0], pre[1] + run[1], pre[2] + run[2]
+        self.busy_s += secs
+        self.hbm_bytes += hbm
+        self.flops += flops
+        self.batch_time += run[0]
+        self.iterations += 1 + (m if m > 0 else 0)
+        return secs, hbm, flops
 
     def _next(self):
         """After an epoch: plan the next one once the calls submitted at this same instant are
