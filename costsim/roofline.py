@@ -148,8 +148,8 @@ class Coefficients:
 
     @cached_property
     def _solo_constants(self) -> tuple:
-        """What :meth:`solo` reads, in one tuple: the coefficients and the decode lines'
-        constants at batch 1 (see :meth:`_decode_lines`)."""
+        """What :meth:`solo` (and :meth:`decode_run`) read, in one tuple: the coefficients and
+        the decode lines' constants at batch 1 (see :meth:`_decode_lines`)."""
         return (self.flops_per_token, self.flops_per_pair, self.kv_bytes_per_token, self.seq_bytes,
                 self.compute_rate, self.memory_rate, self.always_bytes, self.routed_bytes, self.keep,
                 self.comm_s_per_token, self.fixed_s, self.flops_per_token * 1,
@@ -179,7 +179,8 @@ class Coefficients:
             busy = m * (c0 if c0 > m0 else m0) + c1 * m * (m - 1) / 2.0
         else:  # _sum_max(c0, c1, m0, m1, m)
             a0, a1, b0, b1 = c0, c1, m0, m1
-            k = min(max(math.ceil((b0 - a0) / (a1 - b1)), 0), m)
+            k = math.ceil((b0 - a0) / (a1 - b1))
+            k = 0 if k < 0 else m if k > m else k  # clamped to [0, m], without two builtins
             if a1 < b1:
                 a0, a1, b0, b1 = b0, b1, a0, a1
             busy = k * b0 + b1 * k * (k - 1) / 2.0 + (m - k) * a0 + a1 * (k + m - 1) * (m - k) / 2.0
@@ -193,10 +194,25 @@ class Coefficients:
         maximum splits at one crossing and is summed in closed form. Returns
         ``(seconds, hbm_bytes, flops)``.
         """
-        c0, c1, m0, m1, extra = self._decode_lines(batch, context_sum)
-        return (self._sum_max(c0, c1, m0, m1, m) + extra * m,
-                (m0 * m + m1 * m * (m - 1) / 2.0) * self.memory_rate,
-                (c0 * m + c1 * m * (m - 1) / 2.0) * self.compute_rate)
+        # _decode_lines and _sum_max written out (the simulator plans one run per epoch; a
+        # test holds this equal to them to the last bit)
+        fpt, fpp, kvb, sqb, cr, mr, _, _, _, comm, fixed, _, _, _, _, _ = self._solo_constants
+        B, C = batch, context_sum
+        c0, c1 = (fpt * B + fpp * C) / cr, fpp * B / cr
+        m0, m1 = (float(self.weight_bytes(B)) + kvb * (C + B) + sqb * B) / mr, kvb * B / mr
+        if m <= 0:
+            busy = 0.0
+        elif c1 == m1:
+            busy = m * (c0 if c0 > m0 else m0) + c1 * m * (m - 1) / 2.0
+        else:
+            a0, a1, b0, b1 = c0, c1, m0, m1
+            k = math.ceil((b0 - a0) / (a1 - b1))
+            k = 0 if k < 0 else m if k > m else k
+            if a1 < b1:
+                a0, a1, b0, b1 = b0, b1, a0, a1
+            busy = k * b0 + b1 * k * (k - 1) / 2.0 + (m - k) * a0 + a1 * (k + m - 1) * (m - k) / 2.0
+        return (busy + (comm * B + fixed) * m, (m0 * m + m1 * m * (m - 1) / 2.0) * mr,
+                (c0 * m + c1 * m * (m - 1) / 2.0) * cr)
 
     def decode_iterations_within(self, batch: float, context_sum: float, m: int, seconds: float) -> int:
         """How many of those ``m`` iterations complete within ``seconds`` (bisection)."""

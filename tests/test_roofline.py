@@ -164,3 +164,15 @@ def test_solo_is_prefill_chunk_then_decode_run_to_the_last_bit(tokens, context, 
     pre, run = c.solo(tokens, context, m)
     assert pre == c.prefill_chunk(tokens, context)
     assert run == (c.decode_run(1, context + tokens, m) if m > 0 else (0.0, 0.0, 0.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 200_000), st.integers(0, 2000),
+       st.sampled_from(["qwen3-8b", "qwen3-30b-a3b", "qwen3.5-397b-a17b"]), st.integers(1, 8))
+def test_decode_run_is_its_decode_lines_summed_to_the_last_bit(B, ctx, m, model, n_dev):
+    # decode_run is written out for speed; it must be _sum_max over _decode_lines exactly.
+    c = rl.coefficients(Deployment(load_model(model), load_device("h20"), n_dev))
+    c0, c1, m0, m1, extra = c._decode_lines(B, ctx)
+    assert c.decode_run(B, ctx, m) == (c._sum_max(c0, c1, m0, m1, m) + extra * m,
+                                       (m0 * m + m1 * m * (m - 1) / 2.0) * c.memory_rate,
+                                       (c0 * m + c1 * m * (m - 1) / 2.0) * c.compute_rate)
