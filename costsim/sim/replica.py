@@ -149,7 +149,8 @@ class Replica:
         env = self.env
         pre, run = self.coef.solo(prefill_tokens, context, decode_tokens)
         end = env._now + (pre[0] + run[0])  # as a Timeout schedules it
-        if env.peek() <= end:  # an event due at `end` too would come first
+        q = env._queue  # what env.peek() reads, without its exception when there is none
+        if q and q[0][0] <= end:  # an event due at `end` too would come first
             req = Request(env, prefill_tokens, context, decode_tokens)
             self.queue.append(req)
             self._start_solo(req, (pre, run))

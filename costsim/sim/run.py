@@ -175,14 +175,14 @@ def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
     ``progress``, if given, is called with the number of tasks finished since the last call.
     """
     validate(sc)
-    seeds = np.random.SeedSequence(sc.seed).spawn(len(tasks))
+    root = np.random.SeedSequence(sc.seed)  # task i's stream: its i-th child (LazyGenerator)
     rows = []
     for name in sc.protocols:
-        rows.extend(_run_protocol(name, tasks, seeds, sc, progress))
+        rows.extend(_run_protocol(name, tasks, root, sc, progress))
     return rows
 
 
-def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
+def _run_protocol(name, tasks, root, sc: Scenario, progress):
     env = simpy.Environment()
     on_api = name in api.ON_API
     if on_api:
@@ -199,7 +199,7 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
     rows = [None] * len(tasks)
 
     def begin(i):
-        rng = LazyGenerator(seeds[i])
+        rng = LazyGenerator(root, i)
         tr = TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
                      rng, sc.tool_latency, sc.user_latency)
         return api.BilledRun(tr) if on_api else tr
@@ -247,17 +247,20 @@ def _run_protocol(name, tasks, seeds, sc: Scenario, progress):
 
 
 class LazyGenerator:
-    """A task's ``numpy.random.Generator`` from its SeedSequence, made on first use: many tasks
-    draw nothing (Strong-only without latencies; SpecAgent without a review), and making one
-    costs as much as simulating a few steps. Draws are those of the generator itself; what is
-    read of it is kept as an attribute, so that the next read is a plain one."""
+    """Task ``i``'s ``numpy.random.Generator``, from the ``i``-th child of the ``root``
+    SeedSequence (``root.spawn(n)[i]``), both made on first use: many tasks draw nothing
+    (Strong-only without latencies; SpecAgent without a review), and making them costs as much
+    as simulating a few steps. Draws are those of the generator itself; what is read of it is
+    kept as an attribute, so that the next read is a plain one."""
 
-    def __init__(self, seed: np.random.SeedSequence):
-        self._seed, self._gen = seed, None
+    def __init__(self, root: np.random.SeedSequence, i: int):
+        self._root, self._i, self._gen = root, i, None
 
     def __getattr__(self, name):  # only for what is not an attribute yet
         if self._gen is None:
-            self._gen = np.random.default_rng(self._seed)
+            r = self._root
+            self._gen = np.random.default_rng(
+                np.random.SeedSequence(r.entropy, spawn_key=(*r.spawn_key, self._i), pool_size=r.pool_size))
         value = getattr(self._gen, name)
         setattr(self, name, value)
         return value
