@@ -13,10 +13,10 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import WORKLOAD
+from costsim.config import DEPLOYMENTS as D, OPTIONS
 
 # Deployment options every command that costs a deployment takes.
-ENGINE = typer.Option(None, "--engine", help="Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [vllm].")
+ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
 WEAK_ENGINE = typer.Option(None, "--weak-engine", help="The weak model's engine, if not --engine's.")
 EXPERT_PARALLEL = typer.Option(False, "--expert-parallel", help="Strong MoE experts placed whole on the GPUs (all-to-all) instead of tensor-sharded.")
 
@@ -44,12 +44,24 @@ def with_options(options: dict):
     return wrap
 
 
+def protocol_flag(name: str, *decls: str, default=..., shown: str | None = None):
+    """The flag of protocol option ``name``: its default (``default``: the flag's own, e.g. None
+    for "the protocol's") and help from its declaration in :mod:`costsim.config`; ``shown``:
+    the default as the help gives it."""
+    cls, f = OPTIONS[name]
+    if shown is None:
+        shown = "none" if f.default is None else f"{f.default:g}" if isinstance(f.default, float) else str(f.default)
+    help = f.metadata["help"]
+    return typer.Option(f.default if default is ... else default, *decls,
+                        help=f"{cls.TITLE}: {help[0].upper()}{help[1:]} [{shown}].", show_default=False)
+
+
 # The scenario options of simulate and replay (capacity takes most of them), declared once:
 # name -> (type, option).
 _S, _F, _I = Optional[str], Optional[float], Optional[int]
 SCENARIO_OPTIONS = {
     "p_accept": (float, typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")),
-    "K": (int, typer.Option(WORKLOAD.K, "--K", "-K", help="Chunk size: most steps the weak model drafts per chunk.")),
+    "K": (int, protocol_flag("K", "--K", "-K")),
     "p_dist": (_S, typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")),
     "protocols": (_S, typer.Option(None, "--protocols", help=(
         "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
@@ -58,18 +70,20 @@ SCENARIO_OPTIONS = {
     "sessions": (int, typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")),
     "arrival_rate": (_F, typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")),
     "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of every random stream.")),
-    "strong": (_S, typer.Option(None, "--strong", help="Strong model: profile name, TOML or HF config.json [qwen3.5-397b-a17b].")),
-    "weak": (_S, typer.Option(None, "--weak", help="Weak model: profile name, TOML or HF config.json [qwen3.5-4b].")),
-    "strong_device": (_S, typer.Option(None, "--strong-device", help="Device of a strong replica [h20].")),
-    "weak_device": (_S, typer.Option(None, "--weak-device", help="Device of a weak replica [h20].")),
+    "strong": (_S, typer.Option(None, "--strong", help=f"Strong model: profile name, TOML or HF config.json [{D.strong}].")),
+    "weak": (_S, typer.Option(None, "--weak", help=f"Weak model: profile name, TOML or HF config.json [{D.weak}].")),
+    "strong_device": (_S, typer.Option(None, "--strong-device", help=f"Device of a strong replica [{D.device}].")),
+    "weak_device": (_S, typer.Option(None, "--weak-device", help=f"Device of a weak replica [{D.device}].")),
     "strong_gpus": (_I, typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")),
     "engine": (_S, ENGINE), "weak_engine": (_S, WEAK_ENGINE), "expert_parallel": (bool, EXPERT_PARALLEL),
     "strong_replicas": (int, typer.Option(1, "--strong-replicas", help="Strong replicas.")),
     "weak_replicas": (int, typer.Option(1, "--weak-replicas", help="Weak replicas.")),
-    "rho": (_F, typer.Option(None, "--rho", help="Repair tokens per rejection, per recorded token of the step [1, times --strong-step-scale].")),
-    "strong_step_scale": (_F, typer.Option(None, "--strong-step-scale", help="Tokens the strong model decodes per recorded token of a step it authors (thinking: > 1) [the trace's per-model tokens where its steps name both models, else 1].")),
-    "weak_step_scale": (_F, typer.Option(None, "--weak-step-scale", help="Tokens the weak model decodes per recorded token of a step it drafts [as --strong-step-scale].")),
-    "verdict_tokens": (int, typer.Option(int(WORKLOAD.verdict_tokens), "--verdict-tokens", help="Tokens of a verdict.")),
+    "rho": (_F, protocol_flag("rho", "--rho", default=None, shown="1, times --strong-step-scale")),
+    "strong_step_scale": (_F, protocol_flag("strong_step_scale", "--strong-step-scale", default=None,
+                                            shown="the trace's per-model tokens where its steps name both models, else 1")),
+    "weak_step_scale": (_F, protocol_flag("weak_step_scale", "--weak-step-scale", default=None,
+                                          shown="as --strong-step-scale")),
+    "verdict_tokens": (int, protocol_flag("verdict_tokens", "--verdict-tokens")),
     "tool_latency": (str, typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")),
     "network_rtt": (float, typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")),
     "out": (_S, typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")),
@@ -77,17 +91,17 @@ SCENARIO_OPTIONS = {
     "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
     "calibration": (_S, typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's.")),
     # The protocols beyond the paper's (docs/protocols.md).
-    "false_accept": (float, typer.Option(0.0, "--false-accept", help="SpecAgent verifier: P(accept a bad step) [0].")),
-    "false_reject": (float, typer.Option(0.0, "--false-reject", help="SpecAgent verifier: P(reject a good step) [0].")),
-    "escalate_p": (_F, typer.Option(None, "--escalate-p", help="AgentCollab: P(no progress) per weak step [fitted to the paper, docs/protocols.md; --option stall=acceptance: 1 - p_u].")),
-    "escalation_span": (int, typer.Option(2, "--escalation-span", help="AgentCollab: strong steps of the first escalation, doubling after [2].")),
-    "spec_hit": (float, typer.Option(0.5, "--spec-hit", help="Speculative Actions: P(the weak guess is right: the user's reply, or with --option speculate=always the strong step) [0.5].")),
-    "self_spec_hit": (float, typer.Option(0.66, "--self-spec-hit", help="Tool-call self-speculation Hit@1 on read-only calls [0.66].")),
+    "false_accept": (float, protocol_flag("false_accept", "--false-accept")),
+    "false_reject": (float, protocol_flag("false_reject", "--false-reject")),
+    "escalate_p": (_F, protocol_flag("escalate_p", "--escalate-p", default=None)),
+    "escalation_span": (int, protocol_flag("escalation_span", "--escalation-span")),
+    "spec_hit": (float, protocol_flag("spec_hit_rate", "--spec-hit")),
+    "self_spec_hit": (float, protocol_flag("self_spec_hit_rate", "--self-spec-hit")),
     "api": (_S, typer.Option(None, "--api", help="Edge-cloud: API profile of the strong model [qwen3.5-397b-a17b].")),
     "api_ttft": (_F, typer.Option(None, "--api-ttft", help="Edge-cloud: API time to first token, s [profile's, else 1.0 (assumption)].")),
     "api_tps": (_F, typer.Option(None, "--api-tps", help="Edge-cloud: API output tokens/s [profile's, else 50 (assumption)].")),
     "edge_device": (_S, typer.Option(None, "--edge-device", help="Edge-cloud: local device of the weak model [rtx-5090].")),
-    "option": (Optional[List[str]], typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable (docs/protocols.md).")),
+    "option": (Optional[List[str]], typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable: `costsim protocols` lists each protocol's, with defaults.")),
 }
 
 #: scenario option -> scenario setting (costsim.config), where the names differ.

@@ -16,6 +16,7 @@ from . import live_cmd as _live
 from . import plan_cmd as _plan
 from . import predict as _predict
 from . import profiles_cmd as _profiles
+from . import protocols_cmd as _protocols
 from . import roofline_cmd as _roofline
 from . import simulate_cmd as _simulate
 from . import sweep_cmd as _sweep
@@ -38,6 +39,7 @@ app.command("replay")(_simulate.replay)
 app.command("capacity")(_capacity.capacity)
 app.command("plan")(_plan.plan)
 app.command("sweep")(_sweep.sweep)
+app.command("protocols")(_protocols.protocols)
 app.command("figures")(_figures.figures)
 app.command("calibrate")(_live.calibrate)
 app.command("validate")(_live.validate)

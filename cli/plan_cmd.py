@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from costsim.config import DEPLOYMENTS
+
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
                       parse_seconds, split_names, with_options)
 
@@ -45,7 +47,7 @@ def plan(
     protocols: Optional[str] = typer.Option(None, "--protocols", help="Protocols to search [strong-only,specagent; with --api also edge-cloud,cloud-strong-only]."),
     edge_devices: str = typer.Option("rtx-5090", "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
     ks: str = typer.Option("2,4,6,8,10,12", "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
-    strong_dtype: str = typer.Option("fp8", "--strong-dtype", help="Strong weight precision [fp8]."),
+    strong_dtype: str = typer.Option(DEPLOYMENTS.strong_dtype, "--strong-dtype", help=f"Strong weight precision [{DEPLOYMENTS.strong_dtype}]."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(200, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
+
 from ._common import SCENARIO_OPTIONS, UserError, dumps, with_options
 
 _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
@@ -15,18 +17,18 @@ _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus",
 @with_options({k: SCENARIO_OPTIONS[k] for k in _SHARED})
 def predict(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
-    steps: Optional[float] = typer.Option(None, help="Committed steps per task [default 13.8: the paper's tau² Airline]."),
+    steps: Optional[float] = typer.Option(None, help=f"Committed steps per task [{W.steps_per_task:g}: {SRC['steps_per_task']}]."),
     v_over_d: Optional[float] = typer.Option(None, "--v-over-d", help="Strong passes per verification / per authored step."),
     rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of the strong step."),
     kappa: Optional[float] = typer.Option(None, help="Weak step time / strong step time."),
     write_rate: Optional[float] = typer.Option(None, "--write-rate", help="Per-step probability of a state-changing call; chunks end at writes, K-read chunks auto-commit."),
-    batch: Optional[int] = typer.Option(None, help="Decode batch on each replica (concurrent sessions) [default 16]."),
-    strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help="Strong weight precision [fp8]."),
-    weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help="Weak weight precision [bf16]."),
-    step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help="Mean tokens per agent step d̄ [340]."),
-    obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help="Mean observation tokens per step [175]."),
-    context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help="Typical context length [7720]."),
-    verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help="Tokens of a verdict [24]."),
+    batch: Optional[int] = typer.Option(None, help=f"Decode batch on each replica (concurrent sessions) [{D.batch}: {SRC['batch']}]."),
+    strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help=f"Strong weight precision [{D.strong_dtype}]."),
+    weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help=f"Weak weight precision [{D.weak_dtype}]."),
+    step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help=f"Mean tokens per agent step d̄ [{W.step_tokens:g}: {SRC['step_tokens']}]."),
+    obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help=f"Mean observation tokens per step [{W.obs_tokens:g}: {SRC['obs_tokens']}]."),
+    context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help=f"Typical context length [{W.context_tokens:g}: {SRC['context_tokens']}]."),
+    verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help=f"Tokens of a verdict [{W.verdict_tokens:g}: {SRC['verdict_tokens']}]."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
     **o,
 ):

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from costsim.config import DEPLOYMENTS
+
 from ._common import dumps
 
 hardware_app = typer.Typer(help="Device, engine and API profiles (hardware/*.toml, engines/, api/).", no_args_is_help=True)
@@ -58,7 +60,7 @@ def hardware_show(
     model: Optional[str] = typer.Option(None, help="With a device: the KV capacity of this model on it."),
     gpus: Optional[int] = typer.Option(None, help="With --model: devices (tensor parallel) [as many as hold it]."),
     dtype: Optional[str] = typer.Option(None, help="With --model: weight precision [the model's default]."),
-    engine: Optional[str] = typer.Option(None, help="With --model: serving engine [vllm]."),
+    engine: Optional[str] = typer.Option(None, help=f"With --model: serving engine [{DEPLOYMENTS.engine}]."),
     context: float = typer.Option(4096, help="With --model: tokens of context per sequence."),
 ):
     """Show one device, engine or API profile with the source of every figure; with --model,

@@ -10,7 +10,8 @@ Scenario's and the deployments' own: nothing is defaulted here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,186 @@ WORKLOAD_SOURCES = {
     "K": "paper: the chunk size of its tau² runs",
     "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
 }
+
+@dataclass(frozen=True)
+class Deployments:
+    """The deployment when the user gives none (each with its source in
+    :data:`DEPLOYMENT_SOURCES`): models, device, precisions, engine, decode batch per replica."""
+
+    strong: str = "qwen3.5-397b-a17b"
+    weak: str = "qwen3.5-4b"
+    device: str = "h20"
+    strong_dtype: str = "fp8"
+    weak_dtype: str = "bf16"
+    engine: str = "vllm"
+    batch: int = 16
+
+
+DEPLOYMENTS = Deployments()
+DEPLOYMENT_SOURCES = {
+    "strong": "paper: its strong model (Qwen3.5-397B-A17B)",
+    "weak": "paper: its weak model (Qwen3.5-4B)",
+    "device": "paper: the device of its balance-point caveat (B* about 37 on an H20)",
+    "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
+    "weak_dtype": "assumption: the weak model served in BF16",
+    "engine": "assumption: both models served by vLLM, the engine the paper's setting names",
+    "batch": "assumption: 16 concurrent sessions per replica",
+}
+#: The source of every default above, workload and deployment.
+SOURCES = {**WORKLOAD_SOURCES, **DEPLOYMENT_SOURCES}
+
+
+# --- each protocol's options ------------------------------------------------------------
+# One frozen dataclass per protocol (and one for what several share): the one place an
+# option's default, type, allowed words and help (its unit and source) live. The protocols'
+# signatures name these defaults (a test holds them to it); the CLI's flags and `costsim
+# protocols` are generated from them. Nothing here imports numpy: the CLI reads it at start-up.
+
+
+def option(default, help: str, choices: tuple = ()):
+    """A protocol option's declaration: default, help, and for a word the words it takes."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+#: SpecAgent's chunking rules (``costsim.traces.stats.chunk_end``; docs/protocols.md).
+CHUNKINGS = ("messages-end", "messages-pass", "writes-only", "writes+final", "hold-messages")
+
+
+@dataclass(frozen=True)
+class StepScales:
+    """What every protocol whose models author steps takes."""
+
+    TITLE: ClassVar[str] = "Step scales"
+
+    strong_step_scale: float = option(1.0, "tokens the strong model decodes per recorded token of a step it "
+                                           "authors (a thinking model: > 1)")
+    weak_step_scale: float = option(1.0, "tokens the weak model decodes per recorded token of a step it drafts "
+                                         "or authors")
+
+
+@dataclass(frozen=True)
+class SpecAgentOptions:
+    """SpecAgent (costsim.protocols.specagent)."""
+
+    TITLE: ClassVar[str] = "SpecAgent"
+
+    K: int = option(WORKLOAD.K, "chunk size: most steps the weak model drafts per chunk (" + WORKLOAD_SOURCES["K"] + ")")
+    # The rule whose strong calls come closest to the paper's on both tau² traces (Airline 3.1
+    # / 13.8, Retail 3.1 / 13.1 at p_u = 0.85, K = 6): the table in docs/protocols.md, recomputed
+    # by tests/test_protocols_baselines.py::test_default_chunking_is_the_closest_to_the_paper.
+    chunking: str = option("writes+final", "what ends a drafted chunk and what is held for review "
+                                          "(docs/protocols.md; default: closest to the paper's strong calls)",
+                           CHUNKINGS)
+    review: str = option("held", "which chunks the strong model reviews: held or marked ones, or all (the "
+                                 "paper's ablation)", ("held", "all"))
+    repair: str = option("fused", "after a rejection the strong model authors the step in the verdict's call, "
+                                  "or in a separate correction turn", ("fused", "separate"))
+    rho: float = option(WORKLOAD.rho, "repair tokens per recorded token of the replaced step (" + WORKLOAD_SOURCES["rho"] + ")")
+    verdict_tokens: int = option(int(WORKLOAD.verdict_tokens), "tokens of a verdict (" + WORKLOAD_SOURCES["verdict_tokens"] + ")")
+    correction_tokens: int = option(64, "prompt tokens of a separate correction turn (repair=separate; assumption)")
+
+
+@dataclass(frozen=True)
+class VerifierOptions:
+    """The strong reviewer's errors, in every SpecAgent variant (costsim.protocols.verifier)."""
+
+    TITLE: ClassVar[str] = "SpecAgent's verifier"
+
+    false_accept: float = option(0.0, "P(the strong reviewer accepts a bad drafted step)")
+    false_reject: float = option(0.0, "P(the strong reviewer rejects a good drafted step)")
+
+
+@dataclass(frozen=True)
+class AgentCollabOptions:
+    """AgentCollab-style escalation (costsim.protocols.agentcollab)."""
+
+    TITLE: ClassVar[str] = "AgentCollab"
+
+    # Fitted so that AgentCollab's strong calls are the paper's 18.5 / 13.8 = 1.34x Strong-only's
+    # on the shipped tau2-airline trace (default deployments and options):
+    # costsim.paper.fit_agentcollab_stall, which a test reruns. AgentCollab publishes neither its
+    # stall rate nor its spans; this is the one free parameter.
+    escalate_p: float = option(0.317, "P(no progress) per weak step (fitted to the paper's strong calls on "
+                                      "tau2-airline: costsim.paper.fit_agentcollab_stall)")
+    stall: str = option("rate", "no progress at escalate_p per weak step, or when the acceptance process "
+                                "rejects the step (1 - p_u)", ("rate", "acceptance"))
+    escalation_span: int = option(2, "strong steps of the first escalation (assumption)")
+    escalation_growth: float = option(2.0, "span multiplier per escalation in a task (assumption)")
+    max_span: int | None = option(None, "cap on one escalation's span (none: uncapped)")
+    reflection: str = option("separate", "self-reflection as a call of its own (it reads the step's tool "
+                                         "result), or folded into the next step's call", ("separate", "inline"))
+    reflect_prompt_tokens: int = option(64, "reflection prompt tokens prefilled (assumption)")
+    reflect_tokens: int = option(16, "reflection verdict tokens decoded (assumption)")
+    recovery_steps: int = option(1, "strong clean-up steps after a wasted message or write (assumption)")
+
+
+@dataclass(frozen=True)
+class SpeculativeActionsOptions:
+    """Speculative Actions (costsim.protocols.speculative_actions)."""
+
+    TITLE: ClassVar[str] = "Speculative Actions"
+
+    spec_hit_rate: float = option(0.5, "P(the weak guess is right: the user's reply, or with speculate=always "
+                                       "the strong step) (assumption; its code's notebook: 0.23-0.34)")
+    lookahead: bool = option(True, "speculate=always: also call the actor for the next step on the guess")
+    spec_guess_tokens: int | None = option(None, "speculate=always: tokens of a guess (none: the step's own)")
+    speculate: str = option("user-turns", "where to speculate: at the user's turns (its public tau-bench code), "
+                                          "at every step (its general framework), or only when in time",
+                            ("user-turns", "always", "in-time"))
+    adopt: str = option("always", "background steps kept whatever the guess (its code's default) or on a hit "
+                                  "(what its --guesser-check means to do)", ("always", "on-hit"))
+    spec_depth: int = option(5, "most tool steps one user-turn speculation runs (its code's max_num_steps)")
+    final_speculation: bool = option(False, "also speculate after the closing message (costed, not waited for)")
+
+
+@dataclass(frozen=True)
+class SelfSpecOptions:
+    """Tool-call self-speculation (costsim.protocols.self_spec)."""
+
+    TITLE: ClassVar[str] = "Self-speculation"
+
+    self_spec_hit_rate: float = option(0.66, "Hit@1 of a predicted read-only call (0.61-0.66 reported after "
+                                             "joint agent-speculator training)")
+    spec_suffix_tokens: int = option(16, "speculation suffix tokens prefilled (assumption)")
+    spec_call_tokens: int = option(40, "tokens of a predicted call decoded, at most the step's (assumption)")
+
+
+#: Every protocol option: name -> (its dataclass, its field). Names are unique across them.
+OPTIONS = {f.name: (cls, f) for cls in (StepScales, SpecAgentOptions, VerifierOptions, AgentCollabOptions,
+                                         SpeculativeActionsOptions, SelfSpecOptions) for f in fields(cls)}
+
+
+def check_option(name: str, value) -> None:
+    """ValueError (one line) unless ``value`` is what protocol option ``name`` takes: one of its
+    words, a flag, a whole number >= 1 where it is an integer (counts, spans; or none where
+    none is its default), a finite number >= 0 else."""
+    import math
+
+    if name not in OPTIONS:
+        raise ValueError(f"unknown protocol option {name!r}; known: {', '.join(OPTIONS)}")
+    f = OPTIONS[name][1]
+    bad, kind, choices = f"--option {name}={value!r}: ", f.type.split("|")[0].strip(), f.metadata["choices"]
+    if value is None and "None" in f.type:
+        return
+    if choices:
+        if value not in choices:
+            raise ValueError(bad + f"expected one of {', '.join(choices)}")
+        return
+    if kind == "str":
+        if type(value) is not str:
+            raise ValueError(bad + "expected a word")
+        return
+    if kind == "bool":
+        if type(value) is not bool:
+            raise ValueError(bad + "expected true or false")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(bad + "expected a finite number")
+    if kind == "int" and (value != int(value) or value < 1):
+        raise ValueError(bad + "expected a whole number >= 1")
+    if value < 0:
+        raise ValueError(bad + "expected a number >= 0")
+
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel")

@@ -7,38 +7,18 @@ result records where each came from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .config import WORKLOAD, WORKLOAD_SOURCES
+from .config import DEPLOYMENTS, SOURCES, WORKLOAD
 from .protocols.schedule import check_scale
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
-from .profiles import DEFAULT_ENGINE, Deployment, check_dtype, load_device, load_engine, load_model
+from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
 
 
-@dataclass(frozen=True)
-class Defaults:
-    """The deployment when the user gives none (the workload's defaults: costsim.config)."""
-
-    batch: int = 16
-    strong: str = "qwen3.5-397b-a17b"
-    weak: str = "qwen3.5-4b"
-    device: str = "h20"
-    strong_dtype: str = "fp8"
-    weak_dtype: str = "bf16"
-    engine: str = DEFAULT_ENGINE
-
-
-DEFAULTS = Defaults()
-SOURCES = {
-    **WORKLOAD_SOURCES,
-    "batch": "assumption: 16 concurrent sessions per replica",
-    "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
-    "engine": "assumption: both models served by vLLM, the engine the paper's setting names",
-}
+DEFAULTS = DEPLOYMENTS  # the deployment when the user gives none (costsim.config)
 
 
 #: The most tokens one step, observation or verdict may have (simulate's verdict bound).

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
+from .config import DEPLOYMENTS
 from .resources import data_dir, read_text
 
 #: Bytes per stored element. The 4-bit block formats carry their scales: MXFP4 one 8-bit scale per
@@ -416,7 +417,7 @@ def load_api(name_or_path: str) -> ApiEndpoint:
 
 
 #: The engine every command uses unless told otherwise.
-DEFAULT_ENGINE = "vllm"
+DEFAULT_ENGINE = DEPLOYMENTS.engine  # its source: costsim.config
 
 
 def load_engine(name_or_path: str | None = None) -> Engine:

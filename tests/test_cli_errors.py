@@ -44,7 +44,7 @@ BAD = [
      "expected a whole number >= 1"),
     (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "max_span=x"],
      "expected a finite number"),
-    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "reflection=3"], "expected a word"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "reflection=3"], "expected one of separate, inline"),
     # outputs that cannot be written, refused before the run
     (["simulate", "--tasks", "2", "-q", "--out", "/proc/x.parquet"], "cannot write there"),
     (["simulate", "--tasks", "2", "-q", "--out", ""], "the output path is empty"),

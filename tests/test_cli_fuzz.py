@@ -6,7 +6,6 @@ hang or a write where it was not asked to write. Derandomised in CI (conftest), 
 import os
 import time
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -30,6 +30,21 @@ PROTOCOLS = {
     "edge-cloud": (_specagent, {}),
     "cloud-strong-only": (strong_only.run, {}),
 }
+#: name -> what it is, in a line (docs/protocols.md has each one's source and assumptions).
+DESCRIPTIONS = {
+    "strong-only": "the strong model authors every step (the baseline of the ratios)",
+    "weak-only": "the weak model authors every step (the quality floor; the cost floor)",
+    "specagent": "the weak model drafts chunks, the strong model reviews them (the paper's protocol)",
+    "specagent-hold-responses": "SpecAgent holding every message to the user for review (the paper's ablation)",
+    "specagent-review-all": "SpecAgent reviewing every chunk (the other ablation)",
+    "specagent-separate-repair": "SpecAgent repairing a rejection in a correction turn of its own",
+    "agentcollab": "the weak model acts; on no progress the strong model takes over (AgentCollab, arXiv 2603.26034)",
+    "speculative-actions": "the strong model acts; a weak guesser lets it run ahead (arXiv 2510.04371, its public code)",
+    "self-spec": "Strong-only, the strong agent predicting its own read-only tool calls",
+    "specagent-self-spec": "SpecAgent, the weak drafter predicting the read-only tool calls it drafts",
+    "edge-cloud": "SpecAgent with the weak model on a local device and the strong model behind a priced API",
+    "cloud-strong-only": "Strong-only behind the priced API (edge-cloud's baseline)",
+}
 DEFAULT = ("strong-only", "weak-only", "specagent")
 #: The baseline of ratios for protocols billed by an API (API cost, remote tokens, wall time).
 API_BASELINE = "cloud-strong-only"
@@ -66,6 +81,23 @@ def get(name: str, **options):
     kw = {k: v for k, v in options.items() if k in takes}
     kw.update(fixed)
     return partial(fn, **kw) if kw else fn
+
+
+def describe(name: str) -> dict:
+    """What `costsim protocols` shows of protocol ``name``: its description, the options it
+    fixes (an ablation's), and each option it takes, in its declaration's order
+    (:data:`costsim.config.OPTIONS`), with default, allowed words and help."""
+    from ..config import OPTIONS
+
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+    fn, fixed = PROTOCOLS[name]
+    takes = option_names(fn)
+    return {"description": DESCRIPTIONS[name],
+            "fixed": dict(fixed),
+            "options": {k: {"default": f.default, "choices": list(f.metadata["choices"]), "help": f.metadata["help"],
+                            "declared_in": cls.__name__}
+                        for k, (cls, f) in OPTIONS.items() if k in takes and k not in fixed}}
 
 
 def schedule_of(name: str):

@@ -36,20 +36,19 @@ from __future__ import annotations
 
 import math
 
+from ..config import AgentCollabOptions as O, StepScales as S
 from .schedule import Call, check_scale, Count, Execute, process, Stall, step_decode
 
 
-#: The default no-progress rate per weak step: fitted so that AgentCollab's strong calls are the
-#: paper's 18.5 / 13.8 = 1.34x Strong-only's on the shipped tau2-airline trace (default
-#: deployments and options): :func:`costsim.paper.fit_agentcollab_stall`, which a test reruns.
-#: AgentCollab publishes neither its stall rate nor its spans; this is the one free parameter.
-STALL_P = 0.317
+#: The default no-progress rate per weak step, fitted to the paper (its source: costsim.config).
+STALL_P = O.escalate_p
 
 
-def schedule(task, escalate_p: float = STALL_P, stall: str = "rate", escalation_span: int = 2,
-             escalation_growth: float = 2.0, max_span: int | None = None, reflection: str = "separate",
-             reflect_prompt_tokens: int = 64, reflect_tokens: int = 16, recovery_steps: int = 1,
-             strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
+def schedule(task, escalate_p: float = O.escalate_p, stall: str = O.stall, escalation_span: int = O.escalation_span,
+             escalation_growth: float = O.escalation_growth, max_span: int | None = O.max_span,
+             reflection: str = O.reflection, reflect_prompt_tokens: int = O.reflect_prompt_tokens,
+             reflect_tokens: int = O.reflect_tokens, recovery_steps: int = O.recovery_steps,
+             strong_step_scale: float = S.strong_step_scale, weak_step_scale: float = S.weak_step_scale):
     """``stall``: "rate" (no progress with probability ``escalate_p`` per weak step) or
     "acceptance" (when the task's acceptance process rejects the step: 1 - p_u, or recorded
     verdicts)."""

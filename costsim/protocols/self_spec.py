@@ -26,6 +26,7 @@ unchanged.
 
 from __future__ import annotations
 
+from ..config import SelfSpecOptions as O, StepScales
 from . import specagent, strong_only
 from ._rng import side_rng
 from .schedule import Wrapper
@@ -84,16 +85,17 @@ class SpeculatingRun(Wrapper):
                 yield p
 
 
-def run(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens: int = 16, spec_call_tokens: int = 40,
-        strong_step_scale: float = 1.0):
+def run(tr, task, self_spec_hit_rate: float = O.self_spec_hit_rate, spec_suffix_tokens: int = O.spec_suffix_tokens,
+        spec_call_tokens: int = O.spec_call_tokens, strong_step_scale: float = StepScales.strong_step_scale):
     """Strong-only, the strong agent speculating its own read-only calls."""
     sr = SpeculatingRun(tr, "strong", self_spec_hit_rate, spec_suffix_tokens, spec_call_tokens)
     yield from sr.drive(strong_only.schedule(task, strong_step_scale))
     yield from sr.join()
 
 
-def run_specagent(tr, task, self_spec_hit_rate: float = 0.66, spec_suffix_tokens: int = 16,
-                  spec_call_tokens: int = 40, **options):
+def run_specagent(tr, task, self_spec_hit_rate: float = O.self_spec_hit_rate,
+                  spec_suffix_tokens: int = O.spec_suffix_tokens, spec_call_tokens: int = O.spec_call_tokens,
+                  **options):
     """SpecAgent, the weak drafter speculating the read-only calls it drafts."""
     sr = SpeculatingRun(tr, "weak", self_spec_hit_rate, spec_suffix_tokens, spec_call_tokens)
     yield from sr.drive(specagent.schedule(task, **options))

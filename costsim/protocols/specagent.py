@@ -22,17 +22,17 @@ replaced by the strong model's repair of position i.
 
 from __future__ import annotations
 
-from ..config import WORKLOAD
-from ..traces.stats import DEFAULT_CHUNKING, check_chunking, chunk_end
+from ..config import SpecAgentOptions as O, StepScales
+from ..traces.stats import check_chunking, chunk_end
 from .schedule import Boundary, Call, check_scale, Count, Execute, process, Redraw, Review, step_decode
 
 # Made once: the schedule runs once per simulated chunk.
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
 
 
-def schedule(task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING, review: str = "held", repair: str = "fused",
-             rho: float = WORKLOAD.rho, verdict_tokens: int = int(WORKLOAD.verdict_tokens), correction_tokens: int = 64,
-             weak_step_scale: float = 1.0, start: tuple | None = None):
+def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.review, repair: str = O.repair,
+             rho: float = O.rho, verdict_tokens: int = O.verdict_tokens, correction_tokens: int = O.correction_tokens,
+             weak_step_scale: float = StepScales.weak_step_scale, start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens.
     ``rho``: repair tokens per recorded token of the replaced step; ``weak_step_scale``: drafted

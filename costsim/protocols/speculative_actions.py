@@ -32,15 +32,12 @@ committed trajectory is the recorded one. Two places to speculate (``speculate``
 
 from __future__ import annotations
 
+from ..config import OPTIONS, SpeculativeActionsOptions as O, StepScales as S
 from ._rng import side_rng
 from .schedule import check_scale, step_decode
 
-#: Where speculation happens (the module docstring): the public tau-bench code's is the default.
-SPECULATE = ("user-turns", "always", "in-time")
-#: Which background steps are kept: whatever the guess (the code's default) or on a hit.
-ADOPT = ("always", "on-hit")
-#: Most tool steps one user-turn speculation runs: ``max_num_steps = 5`` in the code.
-SPEC_DEPTH = 5
+#: Where speculation happens (the module docstring), and which background steps are kept.
+SPECULATE, ADOPT = OPTIONS["speculate"][1].metadata["choices"], OPTIONS["adopt"][1].metadata["choices"]
 #: The user-turn guesser's instruction, in tokens by costsim's ceil(chars / 4) rule: the code's
 #: ``user_query_prompt`` without the conversation is 466 characters.
 GUESS_PROMPT_TOKENS = 117
@@ -57,9 +54,10 @@ class _Frame:
         self.hit, self.guessed_at, self.lat = False, None, None
 
 
-def run(tr, task, spec_hit_rate: float = 0.5, lookahead: bool = True, spec_guess_tokens: int | None = None,
-        speculate: str = "user-turns", adopt: str = "always", spec_depth: int = SPEC_DEPTH,
-        final_speculation: bool = False, strong_step_scale: float = 1.0, weak_step_scale: float = 1.0):
+def run(tr, task, spec_hit_rate: float = O.spec_hit_rate, lookahead: bool = O.lookahead,
+        spec_guess_tokens: int | None = O.spec_guess_tokens, speculate: str = O.speculate, adopt: str = O.adopt,
+        spec_depth: int = O.spec_depth, final_speculation: bool = O.final_speculation,
+        strong_step_scale: float = S.strong_step_scale, weak_step_scale: float = S.weak_step_scale):
     check_scale(strong_step_scale), check_scale(weak_step_scale)
     if speculate not in SPECULATE:
         raise ValueError(f"speculate must be one of {', '.join(SPECULATE)}, got {speculate!r}")

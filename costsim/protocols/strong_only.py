@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from ..config import StepScales as S
 from .schedule import Call, check_scale, Count, Execute, process, step_decode
 
 _ONE_STEP = Count("committed_steps")  # made once: this loop runs once per simulated step
 
 
-def schedule(task, strong_step_scale: float = 1.0, weak_step_scale: float = 1.0, *, _model: str = "strong"):
+def schedule(task, strong_step_scale: float = S.strong_step_scale, weak_step_scale: float = S.weak_step_scale, *,
+             _model: str = "strong"):
     """Each step: prefill what is new since the model's last call (the initial context, then the
     previous step's observation), decode the step, execute it. Prefix caching keeps the rest.
 

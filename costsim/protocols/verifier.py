@@ -19,6 +19,7 @@ the truth (acceptance) draws stay paired with plain SpecAgent's.
 
 from __future__ import annotations
 
+from ..config import VerifierOptions
 from ._rng import side_rng
 
 
@@ -67,7 +68,8 @@ class NoisyVerifier:
 def with_verifier_errors(run):
     """``run`` (a SpecAgent-like protocol) taking ``false_accept``/``false_reject`` options."""
 
-    def wrapped(tr, task, false_accept: float = 0.0, false_reject: float = 0.0, **options):
+    def wrapped(tr, task, false_accept: float = VerifierOptions.false_accept,
+                false_reject: float = VerifierOptions.false_reject, **options):
         if false_accept or false_reject:
             tr.acceptance = NoisyVerifier(tr.acceptance, side_rng(tr.rng, 1), tr.row, false_accept, false_reject)
         return run(tr, task, **options)

@@ -1,10 +1,13 @@
 """Weak-only: the weak model authors every step (the quality floor; the cost floor)."""
 
+from __future__ import annotations
+
+from ..config import StepScales
 from . import strong_only
 from .schedule import process
 
 
-def schedule(task, weak_step_scale: float = 1.0):
+def schedule(task, weak_step_scale: float = StepScales.weak_step_scale):
     return strong_only.schedule(task, weak_step_scale=weak_step_scale, _model="weak")
 
 

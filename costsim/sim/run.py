@@ -15,7 +15,8 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import WORKLOAD
+from ..config import WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, VerifierOptions
+from ..config import check_option
 from ..profiles import Deployment
 from ..protocols.schedule import check_scale
 from . import api
@@ -53,12 +54,13 @@ class Scenario:
     weak_step_scale: float = 1.0
     step_scale_source: str = ""   # where the step scales came from (empty: the values given)
     # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
-    false_accept: float = 0.0     # verifier errors of SpecAgent's reviews
-    false_reject: float = 0.0
+    # Defaults, help and sources of these: costsim.config.
+    false_accept: float = VerifierOptions.false_accept  # verifier errors of SpecAgent's reviews
+    false_reject: float = VerifierOptions.false_reject
     escalate_p: float | None = None       # AgentCollab no-progress rate (None: its fitted default)
-    escalation_span: int = 2              # AgentCollab: strong steps of the first escalation
-    spec_hit_rate: float = 0.5            # Speculative Actions: P(the weak guess is right)
-    self_spec_hit_rate: float = 0.66      # tool-call self-speculation Hit@1
+    escalation_span: int = AgentCollabOptions.escalation_span
+    spec_hit_rate: float = SpeculativeActionsOptions.spec_hit_rate
+    self_spec_hit_rate: float = SelfSpecOptions.self_spec_hit_rate
     api: str | None = None                # edge-cloud: API profile (None: qwen3.5-397b-a17b)
     api_ttft_s: float | None = None       # edge-cloud: None: the profile's, else 1.0 s
     api_output_tps: float | None = None   # edge-cloud: None: the profile's, else 50 tokens/s
@@ -127,30 +129,11 @@ def validate(sc: Scenario) -> None:
     for k, v in (("api-ttft", sc.api_ttft_s), ("api-tps", sc.api_output_tps)):
         if v is not None and not (v >= 0 if k == "api-ttft" else v > 0):
             raise ValueError(f"--{k} must be {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
-    defaults = {}
-    for n in sc.protocols:
-        defaults.update(protocols.option_defaults(protocols.PROTOCOLS[n][0]))
+    taken = set().union(*(protocols.option_names(protocols.PROTOCOLS[n][0]) for n in sc.protocols))
     for k, v in sc.options:
-        if k not in defaults:
+        if k not in taken:
             raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}")
-        _check_option(k, v, *defaults[k])
-
-
-def _check_option(name: str, value, default, annotation: str) -> None:
-    """A protocol option takes its declared type and sign: a flag or a word where it is one;
-    a whole number >= 1 where it is an integer (counts, spans); a finite number >= 0 else."""
-    bad = f"--option {name}={value!r}: "
-    kind = annotation.split("|")[0].strip() or type(default).__name__
-    if kind in ("bool", "str"):
-        if type(value).__name__ != kind:
-            raise ValueError(bad + ("expected true or false" if kind == "bool" else "expected a word"))
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(bad + "expected a finite number")
-    if kind == "int" and (value != int(value) or value < 1):
-        raise ValueError(bad + "expected a whole number >= 1")
-    if value < 0:
-        raise ValueError(bad + "expected a number >= 0")
+        check_option(k, v)
 
 
 def replica_costs(sc: Scenario):

@@ -29,14 +29,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from ..config import CHUNKINGS, WORKLOAD, SpecAgentOptions
 from .schema import STEP_KINDS, Step, Task
 
-#: The chunking rules (see the module docstring).
-CHUNKINGS = ("messages-end", "messages-pass", "writes-only", "writes+final", "hold-messages")
-#: The rule whose strong calls come closest to the paper's on both tau² traces (Airline 3.1 /
-#: 13.8, Retail 3.1 / 13.1 at p_u = 0.85, K = 6): the table in docs/protocols.md, recomputed by
-#: tests/test_protocols_baselines.py::test_default_chunking_is_the_closest_to_the_paper.
-DEFAULT_CHUNKING = "writes+final"
+#: SpecAgent's default chunking rule (its declaration and source: costsim.config).
+DEFAULT_CHUNKING = SpecAgentOptions.chunking
 ENDS = ("write", "response", "K", "end")
 
 
@@ -84,7 +81,7 @@ def chunk_end(kind: str, n: int, K: int, chunking: str = DEFAULT_CHUNKING, messa
     return ("K" if n >= K else None), False, review_sent
 
 
-def chunks(steps, K: int = 6, chunking: str = DEFAULT_CHUNKING) -> list[Chunk]:
+def chunks(steps, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING) -> list[Chunk]:
     """The chunks SpecAgent drafts over ``steps`` (see the module docstring)."""
     _check(K, chunking)
     out: list[Chunk] = []
@@ -125,7 +122,7 @@ def _kinds(steps) -> dict[str, int]:
     return {k: n.get(k, 0) for k in STEP_KINDS}
 
 
-def task_stats(task: Task, K: int = 6, chunking: str = DEFAULT_CHUNKING) -> dict:
+def task_stats(task: Task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING) -> dict:
     """Per-task figures: steps by kind, tokens, context growth, chunks, implied reviews."""
     steps = task.steps
     ctx = [s.context_tokens for s in steps if s.context_tokens >= 0]
@@ -242,7 +239,7 @@ def tool_latency_stats(steps: list[Step]) -> dict | None:
             "by_tool": {t: summary(v) for t, v in sorted(by_tool.items())}}
 
 
-def trace_stats(tasks: list[Task], K: int = 6, chunking: str = DEFAULT_CHUNKING) -> dict:
+def trace_stats(tasks: list[Task], K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING) -> dict:
     """Per-file summary plus the per-task rows (``"tasks"``)."""
     _check(K, chunking)
     rows = [task_stats(t, K, chunking) for t in tasks]

@@ -1,0 +1,34 @@
+"""`costsim protocols`: each protocol, what it fixes, and the options it takes."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from ._common import SCENARIO_OPTIONS, SETTING, UserError, dumps
+
+
+def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols to show [all]."),
+              json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Each protocol: what it is, the options it takes (default, allowed values, help) and the flag of each."""
+    from costsim import protocols as p
+
+    try:
+        shown = {n: p.describe(n) for n in (names or p.PROTOCOLS)}
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    flags = {SETTING.get(k, k): opt.param_decls[0] for k, (_, opt) in SCENARIO_OPTIONS.items()}
+    for d in shown.values():
+        for k, o in d["options"].items():
+            o["flag"] = flags.get(k, f"--option {k}=")
+    if json_out:
+        typer.echo(dumps(shown))
+        return
+    for n, d in shown.items():
+        typer.echo(f"{n}: {d['description']}" + "".join(f"; {k}={v} fixed" for k, v in d["fixed"].items()))
+        width = max((len(o["flag"]) for o in d["options"].values()), default=0)
+        for k, o in d["options"].items():
+            default = "none" if o["default"] is None else o["default"]
+            words = f" ({' | '.join(o['choices'])})" if o["choices"] else ""
+            typer.echo(f"  {o['flag']:<{width}}  [{default}]{words} {o['help']}")

@@ -1,0 +1,84 @@
+"""The one declaration of each protocol option (costsim.config): the protocols' signatures,
+the scenario, the CLI's flags and `costsim protocols` all take it from there."""
+
+import dataclasses
+import json
+
+import pytest
+
+from costsim import config, protocols
+from costsim.config import OPTIONS, check_option
+
+
+def test_every_option_a_protocol_takes_is_declared_once_with_the_default_it_has():
+    taken = set()
+    for name, (fn, _) in protocols.PROTOCOLS.items():
+        for opt, (default, annotation) in protocols.option_defaults(fn).items():
+            assert opt in OPTIONS, f"{name} takes {opt}, which costsim.config does not declare"
+            f = OPTIONS[opt][1]
+            assert default == f.default and type(default) is type(f.default), (name, opt)
+            assert annotation == f.type, (name, opt)
+            taken.add(opt)
+    assert taken == set(OPTIONS)  # and nothing is declared that no protocol takes
+    for cls, f in OPTIONS.values():
+        assert f.metadata["help"] and cls.TITLE
+        assert not f.metadata["choices"] or f.default in f.metadata["choices"]
+
+
+def test_the_scenario_defaults_its_protocol_options_to_their_declarations():
+    from costsim.sim import Scenario
+    from costsim.sim.run import PROTOCOL_OPTIONS
+
+    fields = {f.name: f.default for f in dataclasses.fields(Scenario)}
+    for opt in PROTOCOL_OPTIONS:
+        if fields[opt] is not None:  # None: the protocol's own default (escalate_p, rho)
+            assert fields[opt] == OPTIONS[opt][1].default, opt
+
+
+@pytest.mark.parametrize("name,value,error", [
+    ("chunking", "hold-messages", None), ("chunking", "writes", "expected one of messages-end, messages-pass"),
+    ("lookahead", False, None), ("lookahead", 1, "expected true or false"),
+    ("spec_depth", 3, None), ("spec_depth", 2.5, "expected a whole number >= 1"), ("spec_depth", 0, "whole number"),
+    ("max_span", None, None), ("max_span", 4, None), ("escalate_p", 0.2, None),
+    ("escalate_p", -0.1, "expected a number >= 0"), ("escalate_p", float("nan"), "expected a finite number"),
+    ("escalate_p", "high", "expected a finite number"), ("nonsense", 1, "unknown protocol option 'nonsense'; known: "),
+])
+def test_check_option_takes_what_the_declaration_says(name, value, error):
+    if error is None:
+        check_option(name, value)
+    else:
+        with pytest.raises(ValueError, match=error.replace("(", r"\(")):
+            check_option(name, value)
+
+
+def test_protocols_command_lists_each_option_with_its_declared_default_and_flag(capsys):
+    from conftest import run_costsim
+
+    from costsim.cli.main import main
+
+    assert main(["protocols", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert list(shown) == list(protocols.PROTOCOLS)
+    for name, d in shown.items():
+        assert d["description"] == protocols.DESCRIPTIONS[name]
+        assert set(d["options"]) == protocols.option_names(protocols.PROTOCOLS[name][0]) - set(d["fixed"])
+        for opt, o in d["options"].items():
+            f = OPTIONS[opt][1]
+            assert (o["default"], o["help"], o["choices"]) == (f.default, f.metadata["help"], list(f.metadata["choices"]))
+    assert shown["speculative-actions"]["options"]["spec_hit_rate"]["flag"] == "--spec-hit"
+    assert shown["speculative-actions"]["options"]["adopt"]["flag"] == "--option adopt="
+    assert shown["specagent-hold-responses"]["fixed"] == {"chunking": "hold-messages"}
+    code, out, err = run_costsim("protocols", "specagent", "nope")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "known: strong-only, weak-only" in err
+
+
+def test_the_cli_flags_of_protocol_options_show_their_declared_help(capsys):
+    from costsim.cli.main import main
+
+    main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    for opt in ("false_accept", "escalation_span", "self_spec_hit_rate"):
+        cls, f = OPTIONS[opt]
+        help = f.metadata["help"]
+        assert f"{cls.TITLE}: {help[0].upper()}{help[1:]} [{f.default:g}]." in text, opt
+    assert config.WORKLOAD.K == OPTIONS["K"][1].default
