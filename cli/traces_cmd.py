@@ -88,43 +88,48 @@ def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: t
         print(f"  {len(result.warnings)} records skipped (see warnings; --strict makes them fatal)")
 
 
-@import_app.command("tau2")
-def import_tau2_cmd(
-    file: Path = typer.Argument(..., help="tau²-Bench results JSON (Results object or list of simulations)."),
-    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
-    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML name = \"read\"|\"write\", or an MCP tools/list JSON (readOnlyHint). Repeatable; later files win; overrides the built-in tau² table."),
-    strict: bool = typer.Option(False, "--strict", help="Any malformed simulation is fatal (default: skip it with a warning)."),
-):
-    """Import a tau²-Bench results file."""
-    from costsim.traces.tau2 import import_tau2
-
-    _import(import_tau2, "tau2", [file], out, tools, strict)
-
-
-@import_app.command("otel")
-def import_otel_cmd(
-    files: List[Path] = typer.Argument(..., help="OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON document). A trace split across files is joined."),
-    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
-    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes."),
-    strict: bool = typer.Option(False, "--strict", help="Any malformed line, and any span whose parent is missing, is fatal."),
-):
-    """Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans)."""
-    from costsim.traces.otel import import_otel
-
-    _import(import_otel, "otel", files, out, tools, strict, many=True)
+#: The importers: format -> (module and function, its description, the input's help, --tools'
+#: help, --strict's help, whether it takes several files).
+_IMPORTERS = {
+    "tau2": ("tau2.import_tau2", "Import a tau²-Bench results file.",
+             "tau²-Bench results JSON (Results object or list of simulations).",
+             "Tool kinds: TOML name = \"read\"|\"write\", or an MCP tools/list JSON (readOnlyHint). Repeatable; "
+             "later files win; overrides the built-in tau² table.",
+             "Any malformed simulation is fatal (default: skip it with a warning).", False),
+    "otel": ("otel.import_otel", "Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans).",
+             "OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON "
+             "document). A trace split across files is joined.",
+             "Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes.",
+             "Any malformed line, and any span whose parent is missing, is fatal.", True),
+    "openai": ("openai.import_openai", "Import an OpenAI-style chat-completions log.",
+               "Chat-completions log, JSONL (request/response pairs or whole conversations).",
+               "Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes.",
+               "Any malformed line is fatal (default: skip it with a warning).", False),
+}
 
 
-@import_app.command("openai")
-def import_openai_cmd(
-    file: Path = typer.Argument(..., help="Chat-completions log, JSONL (request/response pairs or whole conversations)."),
-    out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
-    tools: Optional[List[Path]] = typer.Option(None, "--tools", help="Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes."),
-    strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
-):
-    """Import an OpenAI-style chat-completions log."""
-    from costsim.traces.openai import import_openai
+def _import_command(fmt: str):
+    """`costsim traces import FMT`, from its row of :data:`_IMPORTERS`."""
+    target, doc, files_help, tools_help, strict_help, many = _IMPORTERS[fmt]
 
-    _import(import_openai, "openai", [file], out, tools, strict)
+    def command(files=typer.Argument(..., help=files_help, metavar="FILE..." if many else "FILE"),
+                out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
+                tools: Optional[List[Path]] = typer.Option(None, "--tools", help=tools_help),
+                strict: bool = typer.Option(False, "--strict", help=strict_help)):
+        import importlib
+
+        module, _, name = target.partition(".")
+        fn = getattr(importlib.import_module(f"costsim.traces.{module}"), name)
+        _import(fn, fmt, files if many else [files], out, tools, strict, many=many)
+
+    command.__annotations__ = {"files": List[Path] if many else Path, "out": Path, "tools": Optional[List[Path]],
+                               "strict": bool}
+    command.__doc__, command.__name__ = doc, f"import_{fmt}_cmd"
+    return command
+
+
+for _fmt in _IMPORTERS:
+    import_app.command(_fmt)(_import_command(_fmt))
 
 
 def _n(x, fmt=",.0f"):

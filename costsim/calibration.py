@@ -35,6 +35,9 @@ class CalibrationError(ValueError):
 
 @dataclass(frozen=True)
 class Calibration:
+    """A calibration file as read: where it is, its ``source`` line, the fitted ``ratios``
+    (kappa, v_over_d, rho; dimensionless), their 95% intervals, and the whole table."""
+
     path: str
     source: str
     ratios: dict

@@ -39,6 +39,11 @@ class FitError(ValueError):
 
 @dataclass(frozen=True)
 class EndpointFit:
+    """One endpoint's measured call time, fitted by least squares on per-shape medians:
+    ``seconds = overhead_s + prefill_s_per_token · prompt + decode_s_per_token · (output - 1)``
+    (the first output token comes with the prefill), with the fit's 95% intervals, covariance,
+    degrees of freedom, counts, R² and largest relative residual."""
+
     overhead_s: float
     prefill_s_per_token: float
     decode_s_per_token: float
