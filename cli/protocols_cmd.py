@@ -29,6 +29,7 @@ def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols 
         typer.echo(f"{n}: {d['description']}" + "".join(f"; {k}={v} fixed" for k, v in d["fixed"].items()))
         width = max((len(o["flag"]) for o in d["options"].values()), default=0)
         for k, o in d["options"].items():
-            default = "none" if o["default"] is None else o["default"]
+            default = o["default"]  # as --option reads it (TOML, and none)
+            default = "none" if default is None else str(default).lower() if isinstance(default, bool) else default
             words = f" ({' | '.join(o['choices'])})" if o["choices"] else ""
             typer.echo(f"  {o['flag']:<{width}}  [{default}]{words} {o['help']}")

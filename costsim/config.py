@@ -90,7 +90,8 @@ class StepScales:
     TITLE: ClassVar[str] = "Step scales"
 
     strong_step_scale: float = option(1.0, "tokens the strong model decodes per recorded token of a step it "
-                                           "authors (a thinking model: > 1)")
+                                           "authors (a thinking model: > 1); replay takes it from a trace whose "
+                                           "steps name both models")
     weak_step_scale: float = option(1.0, "tokens the weak model decodes per recorded token of a step it drafts "
                                          "or authors")
 
@@ -112,7 +113,8 @@ class SpecAgentOptions:
                                  "paper's ablation)", ("held", "all"))
     repair: str = option("fused", "after a rejection the strong model authors the step in the verdict's call, "
                                   "or in a separate correction turn", ("fused", "separate"))
-    rho: float = option(WORKLOAD.rho, "repair tokens per recorded token of the replaced step (" + WORKLOAD_SOURCES["rho"] + ")")
+    rho: float = option(WORKLOAD.rho, "repair tokens per recorded token of the replaced step, times the strong "
+                                      "step scale where none is given (" + WORKLOAD_SOURCES["rho"] + ")")
     verdict_tokens: int = option(int(WORKLOAD.verdict_tokens), "tokens of a verdict (" + WORKLOAD_SOURCES["verdict_tokens"] + ")")
     correction_tokens: int = option(64, "prompt tokens of a separate correction turn (repair=separate; assumption)")
 
@@ -138,7 +140,8 @@ class AgentCollabOptions:
     # costsim.paper.fit_agentcollab_stall, which a test reruns. AgentCollab publishes neither its
     # stall rate nor its spans; this is the one free parameter.
     escalate_p: float = option(0.317, "P(no progress) per weak step (fitted to the paper's strong calls on "
-                                      "tau2-airline: costsim.paper.fit_agentcollab_stall)")
+                                      "tau2-airline: costsim.paper.fit_agentcollab_stall; with stall=acceptance "
+                                      "unused: 1 - p_u)")
     stall: str = option("rate", "no progress at escalate_p per weak step, or when the acceptance process "
                                 "rejects the step (1 - p_u)", ("rate", "acceptance"))
     escalation_span: int = option(2, "strong steps of the first escalation (assumption)")
@@ -290,7 +293,7 @@ def build_scenario(settings: dict, tasks=None):
 def parse_options(options) -> tuple:
     """Protocol options as ``((name, value), ...)``: from a table (sorted by name), or from
     ``NAME=VALUE`` strings in their order, values read as TOML scalars (numbers, true/false,
-    quoted or bare strings); a name given twice is refused."""
+    quoted or bare strings; a bare ``none`` is None); a name given twice is refused."""
     import tomllib
 
     if isinstance(options, dict):
@@ -309,6 +312,8 @@ def parse_options(options) -> tuple:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw.strip()
+            if value.lower() == "none":  # TOML has no null: the word stands for "none" (max_span=none)
+                value = None
         if any(n == name for n, _ in out):
             raise ValueError(f"--option {name} is given twice")
         out.append((name, value))

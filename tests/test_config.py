@@ -82,3 +82,18 @@ def test_the_cli_flags_of_protocol_options_show_their_declared_help(capsys):
         help = f.metadata["help"]
         assert f"{cls.TITLE}: {help[0].upper()}{help[1:]} [{f.default:g}]." in text, opt
     assert config.WORKLOAD.K == OPTIONS["K"][1].default
+
+
+def test_a_default_as_costsim_protocols_prints_it_is_taken_by_option(capsys):
+    from costsim.cli.main import main
+    from costsim.config import parse_options
+
+    assert main(["protocols", "speculative-actions", "agentcollab"]) == 0
+    lines = {line.split()[1]: line.split()[2] for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  --option ")}
+    assert (lines["lookahead="], lines["final_speculation="], lines["max_span="]) == ("[true]", "[false]", "[none]")
+    assert parse_options(["max_span=none", "lookahead=true", "final_speculation=False"]) == \
+        (("max_span", None), ("lookahead", True), ("final_speculation", "False"))
+    check_option("max_span", None)
+    with pytest.raises(ValueError, match="expected true or false"):
+        check_option("final_speculation", "False")  # TOML's is false, as the listing prints it

@@ -176,3 +176,39 @@ def test_a_session_alone_with_prompts_within_the_budget_needs_no_event_per_call(
     rows = simulate(tasks, Scenario(strong=strong, weak=weak, protocols=("strong-only",)))
     assert _CountingEnv.processed == 2
     assert sum(r["strong_calls"] for r in rows) == sum(len(t.steps) for t in tasks)
+
+
+def test_a_task_driven_from_a_shared_wake_up_runs_no_call_at_once():
+    # A process that drives a schedule after an event another process also waits on must not
+    # move the clock past that other process: a TaskRun made outside the simulator's own
+    # processes takes the event road (wakes_alone is False) until its first wait of its own.
+    from costsim.predict import deployments
+    from costsim.protocols import strong_only
+    from costsim.sim.acceptance import Bernoulli
+    from costsim.sim.agent import TaskRun
+
+    strong, weak = deployments()
+    env = simpy.Environment()
+    reps = Replica(env, strong), Replica(env, weak)
+    task = generate(1, seed=2)[0]
+    tr = TaskRun(env, task, *reps, Bernoulli(None, 1.0), None)
+    gate, seen = env.event(), []
+
+    def driver():
+        yield gate
+        yield from tr.drive(strong_only.schedule(task))
+
+    def other():
+        yield gate
+        seen.append(env.now)
+
+    def opener():  # then an event far ahead: nothing else is due while the task runs
+        yield env.timeout(1.0)
+        gate.succeed()
+        yield env.timeout(1e6)
+
+    for p in (driver(), other(), opener()):
+        env.process(p)
+    env.run()
+    assert seen == [1.0]
+    assert tr.row["strong_calls"] == len(task.steps) and env.now > 1.0

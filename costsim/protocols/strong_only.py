@@ -8,15 +8,14 @@ from .schedule import Call, check_scale, Count, Execute, process, step_decode
 _ONE_STEP = Count("committed_steps")  # made once: this loop runs once per simulated step
 
 
-def schedule(task, strong_step_scale: float = S.strong_step_scale, weak_step_scale: float = S.weak_step_scale, *,
-             _model: str = "strong"):
+def schedule(task, strong_step_scale: float = S.strong_step_scale, *, _model: str = "strong"):
     """Each step: prefill what is new since the model's last call (the initial context, then the
     previous step's observation), decode the step, execute it. Prefix caching keeps the rest.
 
-    ``strong_step_scale``, ``weak_step_scale``: tokens a model decodes for a step it authors,
-    per recorded token of the step (:func:`step_decode`)."""
+    ``strong_step_scale``: tokens the model decodes for a step it authors, per recorded token of
+    the step (:func:`step_decode`); Weak-only passes the weak model's."""
     model = _model  # "weak" for Weak-only; not a user option
-    scale = check_scale(strong_step_scale if model == "strong" else weak_step_scale)
+    scale = check_scale(strong_step_scale)
     ctx, pending = 0, task.initial_context
     for st in task.steps:
         yield Call(model, pending, ctx, step_decode(st, scale))

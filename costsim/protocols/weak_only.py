@@ -8,7 +8,7 @@ from .schedule import process
 
 
 def schedule(task, weak_step_scale: float = StepScales.weak_step_scale):
-    return strong_only.schedule(task, weak_step_scale=weak_step_scale, _model="weak")
+    return strong_only.schedule(task, weak_step_scale, _model="weak")
 
 
 run = process(schedule)  # the simulator's process function

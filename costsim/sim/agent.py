@@ -94,6 +94,10 @@ class TaskRun:
         self.row = _ROW.copy()
         self.start = env.now
         self.answered_at = None  # when the task's answer was out, if background work outlives it
+        # Whether the process that drives this task is resumed only by events it alone waits on
+        # (its start, its calls', its tools'): the simulator's own processes are (run.py); then
+        # a call may run at once (Replica.run_or_submit). Off for any other process.
+        self.wakes_alone = False
 
     def call(self, who: str, prefill: int, context: int, decode: int):
         """Call the ``who`` ('strong' or 'weak') model; returns the finished request."""
@@ -127,6 +131,7 @@ class TaskRun:
         send, value, row, call, execute = schedule.send, None, self.row, h.call, h.execute
         direct = {"strong": self.strong, "weak": self.weak} if via is None else {}
         timeless = via is None and not (self.tool_latency or self.user_latency)  # execute: ()
+        alone = self.wakes_alone  # after this driver's own first wait it always is
         while True:
             try:
                 cmd = send(value)
@@ -139,19 +144,24 @@ class TaskRun:
                     value = yield from call(*cmd)
                     continue
                 # What self.call does, without a generator per call (the simulator's hot path);
-                # at once where nothing else can happen first (Replica.run_or_submit): this
-                # process was resumed by an event it alone waits on (its call's, its tool's,
-                # its start's).
-                value = rep.run_or_submit(cmd[1], cmd[2], cmd[3])
+                # at once where nothing else can happen first (Replica.run_or_submit), which
+                # needs this process to have been resumed by an event it alone waits on.
+                value = rep.run_or_submit(cmd[1], cmd[2], cmd[3]) if alone else rep.submit(cmd[1], cmd[2], cmd[3])
                 if type(value) is tuple:
                     secs, hbm, flops = value
                     self.add(cmd[0], cmd[1], cmd[3], hbm, flops, secs)
                     value = None
                 else:
                     yield value.done
+                    alone = True
                     self.charge(cmd[0], value)
             elif kind is Execute:
-                value = None if timeless else (yield from execute(cmd.step))
+                if timeless:
+                    value = None
+                else:
+                    events = execute(cmd.step)  # TaskRun.execute: its own timeout, or none
+                    value = yield from events
+                    alone = alone or bool(events)
             elif kind is Count:
                 row[cmd.name] += cmd.n
                 value = None

@@ -185,6 +185,7 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
         rng = LazyGenerator(root, i)
         tr = TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
                      rng, sc.tool_latency, sc.user_latency)
+        tr.wakes_alone = True  # a session or arrival process: its start, then its own events
         return api.BilledRun(tr) if on_api else tr
 
     def end(i, tr):
@@ -231,7 +232,7 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
 
 class LazyGenerator:
     """Task ``i``'s ``numpy.random.Generator``, from the ``i``-th child of the ``root``
-    SeedSequence (``root.spawn(n)[i]``), both made on first use: many tasks draw nothing
+    SeedSequence (``root.spawn(n)[i]`` for a root that has spawned none), both made on first use: many tasks draw nothing
     (Strong-only without latencies; SpecAgent without a review), and making them costs as much
     as simulating a few steps. Draws are those of the generator itself; what is read of it is
     kept as an attribute, so that the next read is a plain one."""
