@@ -15,8 +15,8 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, VerifierOptions
-from ..config import check_option
+from ..config import (WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
+                      VerifierOptions, check_option)
 from ..profiles import Deployment
 from ..protocols.schedule import check_scale
 from . import api
@@ -50,8 +50,8 @@ class Scenario:
     seed: int = 0
     # Decoded tokens per recorded token of a step the model authors (a thinking model: > 1);
     # from a trace's per-model step tokens (costsim.traces.stats.step_scales) or flags.
-    strong_step_scale: float = 1.0
-    weak_step_scale: float = 1.0
+    strong_step_scale: float = StepScales.strong_step_scale
+    weak_step_scale: float = StepScales.weak_step_scale
     step_scale_source: str = ""   # where the step scales came from (empty: the values given)
     # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
     # Defaults, help and sources of these: costsim.config.
