@@ -1,11 +1,16 @@
-"""One scenario from settings: what `simulate`, `replay`, `capacity` and `sweep` all build.
+"""Every default, once, with its source; and one scenario from settings.
 
-Settings are plain values keyed by :class:`costsim.sim.Scenario` field names, plus the
+The defaults: the workload shape (:class:`Workload`), the deployment (:class:`Deployments`) and
+each protocol's options (one frozen dataclass per protocol, indexed by :data:`OPTIONS`). Every
+other module, and the CLI's help, names them from here; nothing here imports numpy.
+
+:func:`build_scenario` makes what `simulate`, `replay`, `capacity` and `sweep` all run. Its
+settings are plain values keyed by :class:`costsim.sim.Scenario` field names, plus the
 deployment keys of :func:`costsim.predict.deployments` (:data:`DEPLOY_KEYS`), latencies as the
 strings :meth:`costsim.sim.Latency.parse` reads, ``protocols`` as names (a comma-separated
 string or a list), ``options`` as a table or ``NAME=VALUE`` strings (values read as TOML
-scalars), and ``calibration`` as the path of a `costsim calibrate` file. Defaults are the
-Scenario's and the deployments' own: nothing is defaulted here.
+scalars), and ``calibration`` as the path of a `costsim calibrate` file; a setting not given
+takes the Scenario's default.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ WORKLOAD_SOURCES = {
     "K": "paper: the chunk size of its tau² runs",
     "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",
 }
+
 
 @dataclass(frozen=True)
 class Deployments:
