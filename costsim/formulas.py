@@ -38,7 +38,6 @@ __all__ = [
     "renewal_ratios",
     "renewal_R_L",
     "expected_over_beta",
-    "flops_ratio",
     "api_cost_ratio",
 ]
 
@@ -270,25 +269,7 @@ def expected_over_beta(func, a, b, nodes=64):
     return np.tensordot(np.asarray(func(p), dtype=float), w, axes=([-1], [0]))
 
 
-# --- Beyond the paper: FLOPs and API cost ------------------------------------------------------
-
-
-def flops_ratio(p, n, step_tokens, obs_tokens, verdict_tokens, rho, weak_active_params, strong_active_params):
-    """SpecAgent FLOPs per committed step relative to Strong-only (2·params FLOPs per token).
-
-    Strong-only per step: prefill the previous observation and decode the step,
-    2·A_s·(o + d). SpecAgent per review: the strong model prefills the whole chunk it did not
-    write, n·(d + o) tokens, decodes the verdict t_v and, after a rejection, rho·d repair tokens;
-    the weak model prefills and decodes every drafted step, 2·A_w·(o + d) each. Attention FLOPs
-    over the context are left to ``roofline``. Returns ``(total, strong_part, weak_part)``.
-    """
-    p, n, d, o, tv = map(_arr, (p, n, step_tokens, obs_tokens, verdict_tokens))
-    a_s, a_w = _arr(strong_active_params), _arr(weak_active_params)
-    e = commits_per_review(p, n)
-    base = 2.0 * a_s * (o + d)
-    strong = 2.0 * a_s * (n * (d + o) + tv + _arr(rho) * d * reject_probability(p, n)) / e
-    weak = 2.0 * a_w * (o + d) * n / e
-    return (strong + weak) / base, strong / base, weak / base
+# --- Beyond the paper: API cost ------------------------------------------------------
 
 
 def api_cost_ratio(
