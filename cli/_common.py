@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, OPTIONS
+from costsim.config import DEPLOYMENTS as D, EDGE_CLOUD as E, OPTIONS
 
 # Deployment options every command that costs a deployment takes.
 ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
@@ -97,10 +97,10 @@ SCENARIO_OPTIONS = {
     "escalation_span": (int, protocol_flag("escalation_span", "--escalation-span")),
     "spec_hit": (float, protocol_flag("spec_hit_rate", "--spec-hit")),
     "self_spec_hit": (float, protocol_flag("self_spec_hit_rate", "--self-spec-hit")),
-    "api": (_S, typer.Option(None, "--api", help="Edge-cloud: API profile of the strong model [qwen3.5-397b-a17b].")),
-    "api_ttft": (_F, typer.Option(None, "--api-ttft", help="Edge-cloud: API time to first token, s [profile's, else 1.0 (assumption)].")),
-    "api_tps": (_F, typer.Option(None, "--api-tps", help="Edge-cloud: API output tokens/s [profile's, else 50 (assumption)].")),
-    "edge_device": (_S, typer.Option(None, "--edge-device", help="Edge-cloud: local device of the weak model [rtx-5090].")),
+    "api": (_S, typer.Option(None, "--api", help=f"Edge-cloud: API profile of the strong model [{E.api}].")),
+    "api_ttft": (_F, typer.Option(None, "--api-ttft", help=f"Edge-cloud: API time to first token, s [profile's, else {E.ttft_s} (assumption)].")),
+    "api_tps": (_F, typer.Option(None, "--api-tps", help=f"Edge-cloud: API output tokens/s [profile's, else {E.output_tps:g} (assumption)].")),
+    "edge_device": (_S, typer.Option(None, "--edge-device", help=f"Edge-cloud: local device of the weak model [{E.edge_device}].")),
     "option": (Optional[List[str]], typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable: `costsim protocols` lists each protocol's, with defaults.")),
 }
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS
+from costsim.config import DEPLOYMENTS, EDGE_CLOUD, ON_API, PLAN_SEARCH
 
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
                       parse_seconds, split_names, with_options)
@@ -15,7 +15,6 @@ from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_outp
 #: (no --p-dist: the screen's expected calls are at one per-step acceptance rate)
 _SHARED = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft", "api_tps",
            "json_out")
-_EDGE = ("edge-cloud", "cloud-strong-only")
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -41,12 +40,12 @@ def parse_ks(text: str) -> tuple[int, ...]:
 def plan(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
     latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
-    devices: str = typer.Option(",".join(("h20", "h100-sxm", "h200", "b200")), "--devices", help="Devices to search for the strong replicas (and the weak ones, unless --weak-devices)."),
+    devices: str = typer.Option(",".join(PLAN_SEARCH.devices), "--devices", help="Devices to search for the strong replicas (and the weak ones, unless --weak-devices)."),
     weak_devices: Optional[str] = typer.Option(None, "--weak-devices", help="Devices to search for the weak replicas [--devices]."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Most GPUs a replica may span [8: one node]."),
-    protocols: Optional[str] = typer.Option(None, "--protocols", help="Protocols to search [strong-only,specagent; with --api also edge-cloud,cloud-strong-only]."),
-    edge_devices: str = typer.Option("rtx-5090", "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
-    ks: str = typer.Option("2,4,6,8,10,12", "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
+    protocols: Optional[str] = typer.Option(None, "--protocols", help=f"Protocols to search [{','.join(PLAN_SEARCH.protocols)}; with --api also {','.join(ON_API)}]."),
+    edge_devices: str = typer.Option(EDGE_CLOUD.edge_device, "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
+    ks: str = typer.Option(",".join(map(str, PLAN_SEARCH.Ks)), "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
     strong_dtype: str = typer.Option(DEPLOYMENTS.strong_dtype, "--strong-dtype", help=f"Strong weight precision [{DEPLOYMENTS.strong_dtype}]."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
@@ -78,13 +77,13 @@ def plan(
     from costsim.protocols import PROTOCOLS
     from costsim.sim.twin import has_twin
 
-    default = "strong-only,specagent" + (",edge-cloud,cloud-strong-only" if o["api"] else "")
+    default = ",".join(PLAN_SEARCH.protocols + (ON_API if o["api"] else ()))
     names = split_names(protocols if protocols is not None else default, "--protocols")
-    known = [n for n in PROTOCOLS if has_twin(n) or n in _EDGE]  # the screen needs a schedule's expected calls
+    known = [n for n in PROTOCOLS if has_twin(n) or n in ON_API]  # the screen needs a schedule's expected calls
     bad = [n for n in names if n not in known]
     if bad:
         raise UserError(f"--protocols: plan cannot search {', '.join(bad)}; it searches {', '.join(known)}")
-    if any(n in _EDGE for n in names) and not o["api"]:
+    if any(n in ON_API for n in names) and not o["api"]:
         raise UserError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
     if figure:
         check_output(figure)

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import roofline
+from .config import ON_API
 from .memory import kv_pool_bytes, max_sequences
-from .sim.api import ON_API, edge_deployment
+from .sim.api import edge_deployment
 from .sim.run import Scenario, simulate
 from .traces.stats import step_shape
 

@@ -73,6 +73,44 @@ DEPLOYMENT_SOURCES = {
 SOURCES = {**WORKLOAD_SOURCES, **DEPLOYMENT_SOURCES}
 
 
+@dataclass(frozen=True)
+class EdgeCloud:
+    """Edge-cloud's deployment when the user gives none (:mod:`costsim.sim.api`): the hosted
+    strong model's API profile, the weak model's local device, and the API's time to first
+    token (s) and output speed (tokens/s) where its profile has none."""
+
+    api: str = "qwen3.5-397b-a17b"
+    edge_device: str = "rtx-5090"
+    ttft_s: float = 1.0
+    output_tps: float = 50.0
+
+
+EDGE_CLOUD = EdgeCloud()
+EDGE_CLOUD_SOURCES = {
+    "api": "paper: its strong model (Qwen3.5-397B-A17B), here behind a priced API",
+    "edge_device": "assumption: one workstation GPU that holds the weak model",
+    "ttft_s": "assumption: the shipped API profiles carry no time to first token",
+    "output_tps": "assumption: the shipped API profiles carry no output speed",
+}
+@dataclass(frozen=True)
+class PlanSearch:
+    """What `costsim plan` searches when the user names none: the datacentre devices with
+    on-demand list prices in ``hardware/`` (for the strong replicas, and the weak ones), the
+    chunk sizes, and the protocols (with an API named, also :data:`ON_API`)."""
+
+    devices: tuple = ("h20", "h100-sxm", "h200", "b200")
+    Ks: tuple = (2, 4, 6, 8, 10, 12)
+    protocols: tuple = ("strong-only", "specagent")
+
+
+PLAN_SEARCH = PlanSearch()
+#: The protocols billed by an API, each with the API-only baseline that is added to its runs
+#: and that its API ratios are taken against (costsim.sim.metrics.API_RATIOS).
+API_BILLED = {"edge-cloud": "cloud-strong-only"}
+#: Every protocol that runs on the API backend (strong: the API; weak: the edge device).
+ON_API = (*API_BILLED, *API_BILLED.values())
+
+
 # --- each protocol's options ------------------------------------------------------------
 # One frozen dataclass per protocol (and one for what several share): the one place an
 # option's default, type, allowed words and help (its unit and source) live. The protocols'
@@ -231,8 +269,6 @@ def check_option(name: str, value) -> None:
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel")
 LATENCY_KEYS = ("tool_latency", "user_latency")
-#: The baseline protocol added to a run that asks for a protocol billed by an API.
-API_BILLED = {"edge-cloud": "cloud-strong-only"}
 
 
 def scenario_keys() -> set[str]:

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from . import roofline
+from .config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
 from .resources import data_dir, write_atomic
@@ -48,8 +49,6 @@ from .traces.stats import step_shape
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
 GPU_OPTIONS = (1, 2, 4, 8)
 #: The devices searched unless told otherwise: the datacenter GPUs with public prices.
-DEFAULT_DEVICES = ("h20", "h100-sxm", "h200", "b200")
-DEFAULT_KS = (2, 4, 6, 8, 10, 12)
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,10 @@ class Config:
         return ", ".join(parts)
 
 
-def configurations(strong_model, weak_model, devices=DEFAULT_DEVICES, protocols=("strong-only", "specagent"),
-                   Ks=DEFAULT_KS, engine=None, strong_dtype="fp8", weak_dtype="bf16", max_gpus=None,
-                   weak_devices=None, api=None, edge_devices=("rtx-5090",)) -> list[Config]:
+def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protocols=PLAN_SEARCH.protocols,
+                   Ks=PLAN_SEARCH.Ks, engine=None, strong_dtype=DEPLOYMENTS.strong_dtype,
+                   weak_dtype=DEPLOYMENTS.weak_dtype, max_gpus=None, weak_devices=None, api=None,
+                   edge_devices=(EDGE_CLOUD.edge_device,)) -> list[Config]:
     """Every configuration to screen: for each strong device, each GPU count of
     :data:`GPU_OPTIONS` that holds the strong model (both tensor- and expert-parallel for MoE),
     each weak device (its model on as few GPUs as hold it), each K for protocols with a weak

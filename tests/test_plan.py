@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from costsim import capacity as cap
 from costsim import plan as P
+from costsim.config import PLAN_SEARCH
 from costsim.cli.main import main
 from costsim.predict import deployments
 from costsim.sim import Scenario
@@ -116,7 +117,7 @@ def test_configurations_cover_devices_parallelism_and_K():
     assert len(cfgs) >= 200
     gpus = {(c.strong.device.name, c.strong.n_devices, c.strong.expert_parallel) for c in cfgs}
     assert ("b200", 4, True) in gpus and ("b200", 4, False) in gpus and ("h20", 4, False) not in gpus  # 4 H20 cannot hold it
-    assert {c.K for c in cfgs if c.protocol == "specagent"} == set(P.DEFAULT_KS)
+    assert {c.K for c in cfgs if c.protocol == "specagent"} == set(PLAN_SEARCH.Ks)
     assert all(c.weak is None for c in cfgs if c.protocol == "strong-only")
 
 

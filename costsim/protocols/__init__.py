@@ -46,8 +46,6 @@ DESCRIPTIONS = {
     "cloud-strong-only": "Strong-only behind the priced API (edge-cloud's baseline)",
 }
 DEFAULT = ("strong-only", "weak-only", "specagent")
-#: The baseline of ratios for protocols billed by an API (API cost, remote tokens, wall time).
-API_BASELINE = "cloud-strong-only"
 
 
 def option_defaults(fn) -> dict:

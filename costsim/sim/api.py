@@ -9,8 +9,8 @@ schedule with every step sent to the same API. Assumptions:
   the scenario's network round trip (``--network-rtt``) before it. The provider has unlimited
   capacity (no queueing, no contention between sessions). TTFT and output speed come from the
   profile where it has them; the shipped profiles have none, so they are scenario parameters
-  (``--api-ttft``, ``--api-tps``; defaults :data:`DEFAULT_TTFT_S`, :data:`DEFAULT_OUTPUT_TPS`,
-  stated assumptions, not measurements). HBM bytes and FLOPs of the remote side are unknown
+  (``--api-ttft``, ``--api-tps``; defaults ``costsim.config.EDGE_CLOUD``, stated assumptions,
+  not measurements). HBM bytes and FLOPs of the remote side are unknown
   here and count as 0; ``strong_busy_s`` is the remote call time.
 - **Billing** (as :func:`costsim.formulas.api_cost_ratio`). Each call re-sends the conversation.
   What the provider has already received as input (the previous call's whole prompt) is billed
@@ -28,18 +28,9 @@ is near or above 1 even though remote calls, tokens and cost fall. The gain is r
 
 from __future__ import annotations
 
+from ..config import EDGE_CLOUD
 from ..protocols.schedule import Wrapper
 from .replica import Replica
-
-#: Assumed time to first token of a hosted strong model, seconds (the profiles carry none).
-DEFAULT_TTFT_S = 1.0
-#: Assumed output speed of a hosted strong model, tokens/s (the profiles carry none).
-DEFAULT_OUTPUT_TPS = 50.0
-#: The local device of the weak model.
-DEFAULT_EDGE_DEVICE = "rtx-5090"
-#: The hosted strong model.
-DEFAULT_API = "qwen3.5-397b-a17b"
-
 
 class ApiRequest:
     __slots__ = ("done", "submitted", "finished", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
@@ -86,7 +77,7 @@ def edge_deployment(sc):
     from ..memory import devices_to_hold
     from ..profiles import load_device
 
-    dev = load_device(sc.edge_device or DEFAULT_EDGE_DEVICE)
+    dev = load_device(sc.edge_device or EDGE_CLOUD.edge_device)
     return replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
 
 
@@ -94,9 +85,9 @@ def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
     from ..profiles import load_api
 
-    ep = load_api(sc.api or DEFAULT_API)
-    ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else DEFAULT_TTFT_S)
-    tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or DEFAULT_OUTPUT_TPS)
+    ep = load_api(sc.api or EDGE_CLOUD.api)
+    ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else EDGE_CLOUD.ttft_s)
+    tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or EDGE_CLOUD.output_tps)
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
     local = edge_deployment(sc)
@@ -127,6 +118,3 @@ class BilledRun(Wrapper):
             self._sent = context + prefill
         return (yield from tr.call(who, prefill, context, decode))
 
-
-#: The protocols that run on the API backend (strong: the API; weak: the edge device), billed.
-ON_API = ("edge-cloud", "cloud-strong-only")

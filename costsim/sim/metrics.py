@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from ..config import API_BILLED
+
 Z95 = 1.959963984540054
 
 PER_TASK = {
@@ -54,7 +56,7 @@ PER_TASK_EXTRA = {
     "false_accepts_per_task": "false_accepts",
     "false_rejects_per_task": "false_rejects",
 }
-#: Ratios of API-billed protocols to the API baseline (``protocols.API_BASELINE``), paired.
+#: Ratios of API-billed protocols to their API baseline (``costsim.config.API_BILLED``), paired.
 API_RATIOS = {
     "api_cost_ratio": "api_cost_usd",
     "remote_output_tokens_ratio": "remote_output_tokens",
@@ -99,7 +101,7 @@ def ratio_ci(x, y) -> dict:
     return {"mean": r, "ci95": [r - Z95 * se, r + Z95 * se]}
 
 
-def summarize(rows, baseline: str = "strong-only", api_baseline: str = "cloud-strong-only") -> dict:
+def summarize(rows, baseline: str = "strong-only", api_baseline: str = API_BILLED["edge-cloud"]) -> dict:
     """``{protocol: {metric: {"mean": x, "ci95": [lo, hi]}}}`` from simulated rows.
 
     Protocols billed by an API also get :data:`API_RATIOS` against ``api_baseline`` when the

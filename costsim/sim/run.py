@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import (WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
+from ..config import (ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
                       VerifierOptions, check_option)
 from ..profiles import Deployment
 from ..protocols.schedule import check_scale
@@ -61,10 +61,11 @@ class Scenario:
     escalation_span: int = AgentCollabOptions.escalation_span
     spec_hit_rate: float = SpeculativeActionsOptions.spec_hit_rate
     self_spec_hit_rate: float = SelfSpecOptions.self_spec_hit_rate
-    api: str | None = None                # edge-cloud: API profile (None: qwen3.5-397b-a17b)
-    api_ttft_s: float | None = None       # edge-cloud: None: the profile's, else 1.0 s
-    api_output_tps: float | None = None   # edge-cloud: None: the profile's, else 50 tokens/s
-    edge_device: str | None = None        # edge-cloud: the weak model's local device (None: rtx-5090)
+    # Edge-cloud (costsim.sim.api); None: the profile's where it has one, else config.EDGE_CLOUD.
+    api: str | None = None                # the strong model's API profile
+    api_ttft_s: float | None = None       # its time to first token, s
+    api_output_tps: float | None = None   # its output speed, tokens/s
+    edge_device: str | None = None        # the weak model's local device
     options: tuple = ()                   # further protocol options: ((name, value), ...)
     # Measured endpoints (`costsim calibrate`): ((which, prefill_s_per_token, decode_s_per_token,
     # overhead_s), ...) for which in "strong", "weak"; replaces the roofline's times for them.
@@ -167,7 +168,7 @@ def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
 
 def _run_protocol(name, tasks, root, sc: Scenario, progress):
     env = simpy.Environment()
-    on_api = name in api.ON_API
+    on_api = name in ON_API
     if on_api:
         strong, weak = api.replicas(env, sc)
     else:

@@ -24,10 +24,10 @@ from functools import lru_cache, partial
 import numpy as np
 
 from .. import formulas, protocols
+from ..config import ON_API
 from ..protocols import specagent, strong_only, weak_only
 from ..protocols.schedule import Boundary, Call, Count, Execute, Review
 from .agent import COUNTERS
-from .api import ON_API
 from .metrics import PER_TASK, RATIOS
 from .run import Scenario, protocol_options, replica_costs
 
