@@ -8,6 +8,7 @@ import re
 import os
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -61,7 +62,7 @@ def protocol_flag(name: str, *decls: str, default=..., shown: str | None = None)
 _S, _F, _I = Optional[str], Optional[float], Optional[int]
 SCENARIO_OPTIONS = {
     "p_accept": (float, typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")),
-    "K": (int, protocol_flag("K", "--K", "-K")),
+    "K": (_I, protocol_flag("K", "--K", "-K", default=None)),
     "p_dist": (_S, typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")),
     "protocols": (_S, typer.Option(None, "--protocols", help=(
         "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
@@ -83,7 +84,7 @@ SCENARIO_OPTIONS = {
                                             shown="the trace's per-model tokens where its steps name both models, else 1")),
     "weak_step_scale": (_F, protocol_flag("weak_step_scale", "--weak-step-scale", default=None,
                                           shown="as --strong-step-scale")),
-    "verdict_tokens": (int, protocol_flag("verdict_tokens", "--verdict-tokens")),
+    "verdict_tokens": (_I, protocol_flag("verdict_tokens", "--verdict-tokens", default=None)),
     "tool_latency": (str, typer.Option("0", "--tool-latency", help="Seconds per tool call, lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")),
     "network_rtt": (float, typer.Option(0.0, "--network-rtt", help="Round trip to the strong model per call, seconds (edge-cloud).")),
     "out": (_S, typer.Option(None, "--out", help="Write the per-task table (.parquet or .csv).")),
@@ -91,12 +92,12 @@ SCENARIO_OPTIONS = {
     "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
     "calibration": (_S, typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`: measured endpoint times replace the roofline's.")),
     # The protocols beyond the paper's (docs/protocols.md).
-    "false_accept": (float, protocol_flag("false_accept", "--false-accept")),
-    "false_reject": (float, protocol_flag("false_reject", "--false-reject")),
+    "false_accept": (_F, protocol_flag("false_accept", "--false-accept", default=None)),
+    "false_reject": (_F, protocol_flag("false_reject", "--false-reject", default=None)),
     "escalate_p": (_F, protocol_flag("escalate_p", "--escalate-p", default=None)),
-    "escalation_span": (int, protocol_flag("escalation_span", "--escalation-span")),
-    "spec_hit": (float, protocol_flag("spec_hit_rate", "--spec-hit")),
-    "self_spec_hit": (float, protocol_flag("self_spec_hit_rate", "--self-spec-hit")),
+    "escalation_span": (_I, protocol_flag("escalation_span", "--escalation-span", default=None)),
+    "spec_hit": (_F, protocol_flag("spec_hit_rate", "--spec-hit", "--spec-hit-rate", default=None)),
+    "self_spec_hit": (_F, protocol_flag("self_spec_hit_rate", "--self-spec-hit", "--self-spec-hit-rate", default=None)),
     "api": (_S, typer.Option(None, "--api", help=f"Edge-cloud: API profile of the strong model [{E.api}].")),
     "api_ttft": (_F, typer.Option(None, "--api-ttft", help=f"Edge-cloud: API time to first token, s [profile's, else {E.ttft_s} (assumption)].")),
     "api_tps": (_F, typer.Option(None, "--api-tps", help=f"Edge-cloud: API output tokens/s [profile's, else {E.output_tps:g} (assumption)].")),
@@ -156,11 +157,9 @@ def load_tasks(traces, n: int, seed: int):
     from costsim.traces.jsonl import TraceError
 
     out = []
-    try:
+    with user_errors(TraceError, OSError):
         for t in traces:
             out.extend(load(t).tasks)
-    except (TraceError, OSError) as e:
-        raise UserError(str(e)) from None
     if len(out) < 20:
         raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
     return out
@@ -168,6 +167,15 @@ def load_tasks(traces, n: int, seed: int):
 
 class UserError(Exception):
     """Bad input from the user; printed as one line, exit code 2."""
+
+
+@contextmanager
+def user_errors(*kinds):
+    """Any of the exception ``kinds`` raised inside becomes a :class:`UserError` (its message)."""
+    try:
+        yield
+    except kinds as e:
+        raise UserError(str(e)) from None
 
 
 def to_jsonable(obj):

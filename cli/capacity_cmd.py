@@ -8,7 +8,7 @@ import typer
 
 
 from ._common import (SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, load_tasks, parse_rate, parse_seconds,
-                      split_names, with_options)
+                      split_names, with_options, user_errors)
 
 #: The scenario options capacity shares with simulate and replay (the rest are its own).
 _SHARED = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
@@ -39,8 +39,6 @@ def capacity(
         raise UserError(f"--tasks must be >= 20, got {tasks}")
     if not 0 < tolerance < 1:
         raise UserError(f"--tolerance must be in (0, 1), got {tolerance}")
-    if o["strong_gpus"] is not None and o["strong_gpus"] < 1:
-        raise UserError(f"--strong-gpus must be >= 1, got {o['strong_gpus']}")
     for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
         if v is not None and not v >= 0:
             raise UserError(f"{name} must be >= 0 USD per GPU-hour, got {v}")
@@ -50,14 +48,12 @@ def capacity(
 
     from costsim.config import build_scenario
 
-    try:
+    with user_errors(ValueError):
         work = load_tasks(traces, tasks, o["seed"])
         settings = {_SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
         sc = build_scenario({**settings, "protocols": names}, work if traces else None)
         res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
                        strong_price=strong_price, weak_price=weak_price)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     res.pop("cells")
     typer.echo(dumps(res) if o["json_out"] else render(res))
 

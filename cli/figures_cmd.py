@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import UserError, check_output
+from ._common import check_output, user_errors
 
 
 def figures(
@@ -20,10 +20,8 @@ def figures(
 
     check_output(out, directory=True)
     t = time.perf_counter()
-    try:
+    with user_errors(ValueError):
         figs.generate(out, only=only, log=lambda line: typer.echo(f"wrote {out.rstrip('/')}/{line}"))
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if not only:
         typer.echo(f"wrote {out.rstrip('/')}/README.md")
     typer.echo(f"{time.perf_counter() - t:.1f} s")

@@ -12,7 +12,7 @@ import typer
 
 from costsim.config import WORKLOAD
 
-from ._common import Progress, UserError, atomic_write, check_output, dumps, with_options
+from ._common import Progress, UserError, atomic_write, check_output, dumps, with_options, user_errors
 
 _SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
 _S, _I = Optional[str], Optional[int]
@@ -44,10 +44,8 @@ _SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "
 def _workload(o: dict):
     from costsim.live.plan import workload
 
-    try:
+    with user_errors(ValueError):
         return workload(o["local"], **{k: o[k] for k in _SHAPES})
-    except ValueError as e:
-        raise UserError(str(e)) from None
 
 
 @contextmanager
@@ -57,11 +55,9 @@ def _endpoints(o: dict):
 
     keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
     with ExitStack() as stack:
-        try:
+        with user_errors(ValueError):
             eps = stack.enter_context(open_endpoints(o["weak"], o["strong"], o["local"], keys, o["timeout"],
                                                      o["retries"], o["model_dir"], o["seed"]))
-        except ValueError as e:
-            raise UserError(str(e)) from None
         yield eps
 
 
@@ -181,10 +177,8 @@ def validate(
     if calibration:
         if save_calibration:
             raise UserError("--save-calibration is for a run that calibrates; --calibration gives one already")
-        try:
+        with user_errors(CalibrationError):
             ratios, src = ratios_for(calibration, w)
-        except CalibrationError as e:
-            raise UserError(str(e)) from None
     elif save_calibration:
         check_output(save_calibration)
     with _endpoints(o) as (we, se):
@@ -252,11 +246,9 @@ def serve_local(
         if not 0 <= port <= 65535:
             raise UserError(f"{name} must be in 0..65535, got {port}")
     typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
-    try:
+    with user_errors(LocalServerError):
         servers = LocalServers(weak_size, strong_size, seed=seed, model_dir=model_dir, threads=threads,
                                ports=(weak_port, strong_port)).start()
-    except LocalServerError as e:
-        raise UserError(str(e)) from None
     stop = {"now": False}
     old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:

@@ -10,7 +10,7 @@ import typer
 from costsim.config import DEPLOYMENTS, EDGE_CLOUD, ON_API, PLAN_SEARCH
 
 from ._common import (SCENARIO_OPTIONS, SETTING, Progress, UserError, check_output, dumps, load_tasks, parse_rate,
-                      parse_seconds, split_names, with_options)
+                      parse_seconds, split_names, with_options, user_errors)
 
 #: (no --p-dist: the screen's expected calls are at one per-step acceptance rate)
 _SHARED = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft", "api_tps",
@@ -90,7 +90,7 @@ def plan(
         if not figure.endswith(".png"):
             raise UserError(f"--figure {figure}: expected a .png file name")
     t0 = time.perf_counter()
-    try:
+    with user_errors(ValueError, OSError):
         work = load_tasks(traces, tasks, o["seed"])
         settings = {SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
         base = build_scenario(settings, work if traces else None)
@@ -113,8 +113,6 @@ def plan(
             kept.clear()
         with Progress("planning", len(configs), quiet=quiet) as bar:
             res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers, kept)
-    except (ValueError, OSError) as e:
-        raise UserError(str(e)) from None
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
     if figure:

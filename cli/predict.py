@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
+from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W, SpecAgentOptions
 
-from ._common import SCENARIO_OPTIONS, UserError, dumps, with_options
+from ._common import SCENARIO_OPTIONS, dumps, with_options, user_errors
 
 _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
            "expert_parallel", "strong_step_scale", "weak_step_scale", "json_out")
@@ -36,16 +36,13 @@ def predict(
     from costsim.calibration import CalibrationError
     from costsim.predict import predict as run
 
-    if o["strong_gpus"] is not None and o["strong_gpus"] < 1:
-        raise UserError(f"--strong-gpus must be >= 1, got {o['strong_gpus']}")
     json_out, K = o.pop("json_out"), o.pop("K")
-    try:
+    K = SpecAgentOptions.K if K is None else K
+    with user_errors(ValueError, CalibrationError):
         r = run(p_accept, K, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                 batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
                 obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
                 strong_dtype=strong_dtype, weak_dtype=weak_dtype, **o)
-    except (ValueError, CalibrationError) as e:
-        raise UserError(str(e)) from None
     typer.echo(dumps(r) if json_out else render(r))
 
 

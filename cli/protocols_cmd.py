@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import SCENARIO_OPTIONS, SETTING, UserError, dumps
+from ._common import SCENARIO_OPTIONS, SETTING, dumps, user_errors
 
 
 def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols to show [all]."),
@@ -14,10 +14,8 @@ def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols 
     """Each protocol: what it is, the options it takes (default, allowed values, help) and the flag of each."""
     from costsim import protocols as p
 
-    try:
+    with user_errors(ValueError):
         shown = {n: p.describe(n) for n in (names or p.PROTOCOLS)}
-    except ValueError as e:
-        raise UserError(str(e)) from None
     flags = {SETTING.get(k, k): opt.param_decls[0] for k, (_, opt) in SCENARIO_OPTIONS.items()}
     for d in shown.values():
         for k, o in d["options"].items():

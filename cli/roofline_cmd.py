@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._common import ENGINE, EXPERT_PARALLEL, UserError, dumps
+from ._common import ENGINE, EXPERT_PARALLEL, UserError, dumps, user_errors
 
 roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
                            invoke_without_command=True)
@@ -202,10 +202,8 @@ def fit_cmd(
     overhead and bandwidth per engine); print them as each engine profile's TOML lines."""
     from costsim import validation as v
 
-    try:
+    with user_errors(ValueError):
         _, rep = v.fit_engines(v.load_cases(file))
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if json_out:
         typer.echo(dumps(rep))
         return

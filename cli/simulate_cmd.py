@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from ._common import SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps, with_options
+from ._common import (SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps,
+                      with_options, user_errors)
 
 @with_options(OPTIONS)
 def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
@@ -35,11 +36,9 @@ def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files 
     if verdicts:
         o["p_dist"] = f"recorded:{o['p_accept']}"
     tasks = []
-    try:
+    with user_errors(TraceError, OSError, ValueError):
         for t in traces:
             tasks.extend(load(t).tasks)
-    except (TraceError, OSError, ValueError) as e:
-        raise UserError(str(e)) from None
     empty = [t.task_id for t in tasks if not t.steps]
     if empty:  # no committed step to divide by: left out, and said so
         print(f"costsim: warning: {len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"
@@ -60,13 +59,11 @@ def _run(tasks, o: dict, inputs: tuple, traced: bool = True):
     from costsim.sim.report import report
 
     settings = {SETTING.get(k, k): v for k, v in o.items() if k not in _NOT_SETTINGS}
-    try:
+    with user_errors(ValueError):
         sc = build_scenario(settings, tasks if traced else None)
         total = len(tasks) * len(sc.protocols)
         with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
             rows, result = report(tasks, sc, bar.advance)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if o["out"]:
         _write_table(rows, o["out"], inputs)
     typer.echo(dumps(result) if o["json_out"] else render(result))

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ._common import Progress, UserError, check_output, dumps
+from ._common import Progress, UserError, check_output, dumps, user_errors
 
 
 def sweep(
@@ -34,15 +34,13 @@ def sweep(
     if scheduler and serial:
         raise UserError("--scheduler and --serial are exclusive")
     check_output(out, inputs=(grid,))
-    try:
+    with user_errors(ValueError, ProfileError, OSError):
         cells = sw.load_grid(grid)
         if fresh:
             for p in (Path(out), *sw._parts_dir(out).glob("*.parquet")):
                 p.unlink(missing_ok=True)
         with Progress("sweep", len(cells), quiet) as bar:
             result = sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=bar.advance)
-    except (ValueError, ProfileError, OSError) as e:
-        raise UserError(str(e)) from None
     if json_out:
         typer.echo(dumps(result))
     else:

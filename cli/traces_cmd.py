@@ -13,7 +13,7 @@ import typer
 
 from costsim.config import WORKLOAD
 
-from ._common import UserError, atomic_write, check_output, dumps
+from ._common import UserError, atomic_write, check_output, dumps, user_errors
 
 traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
                          no_args_is_help=True)
@@ -38,10 +38,8 @@ def _import(fn, importer: str, files, out: Path, tools, strict: bool, many: bool
     from costsim.traces import TraceError
 
     check_output(out, inputs=(*files, *(tools or ())))
-    try:
+    with user_errors(TraceError):
         result = fn(list(files) if many else files[0], tool_kinds=_tool_kinds(tools), strict=strict)
-    except TraceError as e:
-        raise UserError(str(e)) from None
     _finish_import(result, files[0], out, importer, tools, inputs=tuple(files))
 
 
@@ -65,10 +63,8 @@ def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: t
                           "(see Step.estimated_fields)",
         **{k: v for k, v in result.notes.items() if v not in ("", None)},
     }
-    try:
+    with user_errors(TraceError):
         text = dumps_jsonl(result.tasks, **header)
-    except TraceError as e:
-        raise UserError(str(e)) from None
     atomic_write(out, text, inputs=(src, *inputs, *(tools or ())))
     kinds = result.steps_by_kind()
     steps = sum(kinds.values())
@@ -204,10 +200,8 @@ def stats_cmd(
         raise UserError(f"--chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
     files = []
     for name in traces:
-        try:
+        with user_errors(TraceError):
             res = load(name, strict=strict)
-        except TraceError as e:
-            raise UserError(str(e)) from None
         for w in res.warnings:
             print(f"costsim: warning: {w}", file=sys.stderr)
         try:

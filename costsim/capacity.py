@@ -134,7 +134,7 @@ def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list
     bisection on k: the grid and the judging do not depend on the target, and both "meets the
     target" and "can be judged" only get harder as the rate rises, so a looser target never
     finds a lower rate, to the grid point."""
-    n, g = len(tasks), 1.0 + srch.rel_tol
+    g = 1.0 + srch.rel_tol
     seen: dict[int, tuple[bool, bool]] = {}
 
     def ok(k):  # (meets the target and is judged, judged)
@@ -149,7 +149,7 @@ def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list
             while (p95 <= srch.latency_p95_s and rate > judgeable(len(work), p95, srch)
                    and len(work) < srch.max_probe_tasks):
                 m = min(max(math.ceil(1.2 * srch.steady_spans * p95 * rate), 2 * len(work)), srch.max_probe_tasks)
-                work = [tasks[i % n] for i in range(m)]
+                work = repeated(tasks, m)
                 rows = _run(work, sc, protocol, rate, strong, weak)
                 p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
             good = p95 <= srch.latency_p95_s
@@ -330,9 +330,9 @@ def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cos
     }
 
 
-def balance_context(tasks) -> float:
-    """Median context of the tasks' steps: the context at which B* is quoted."""
-    return step_shape(tasks)[2]
+def repeated(tasks, n: int) -> list:
+    """The tasks in order, repeated (or cut) to ``n``: a longer run of the same workload."""
+    return [tasks[i % len(tasks)] for i in range(n)]
 
 
 def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
@@ -347,7 +347,7 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
     if not srch.latency_p95_s > 0:
         raise ValueError(f"--latency-p95 must be > 0 s, got {srch.latency_p95_s}")
     cells = dict(cells or {})
-    ctx = balance_context(tasks)
+    ctx = step_shape(tasks)[2]  # the tasks' median context: where B* is quoted
     b_star = roofline.balance_batch(sc.strong, ctx)
     kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
     out = {}

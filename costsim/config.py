@@ -293,12 +293,22 @@ def build_scenario(settings: dict, tasks=None):
     the scales are the trace's own (:func:`costsim.traces.stats.step_scales`)."""
     from .predict import deployments
     from .sim.agent import Latency
-    from .sim.run import Scenario, validate
+    from .sim.run import PROTOCOL_OPTIONS, Scenario, validate
 
     settings = {k: v for k, v in settings.items() if v is not None}
     unknown = sorted(set(settings) - setting_keys())
     if unknown:
         raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+    if "options" in settings:
+        # An option that is a field of the scenario (K, rho, the rates...) sets that field: one
+        # value, checked and reported as the field is.
+        opts = parse_options(settings.pop("options"))
+        for k, v in opts:
+            if k in PROTOCOL_OPTIONS:
+                if k in settings:
+                    raise ValueError(f"--option {k} is given twice: by its own setting and by --option")
+                settings[k] = v
+        settings["options"] = tuple((k, v) for k, v in opts if k not in PROTOCOL_OPTIONS)
     fields = scenario_keys()
     kw = {k: v for k, v in settings.items() if k in fields}
     if "protocols" in settings:
@@ -310,7 +320,7 @@ def build_scenario(settings: dict, tasks=None):
         if k in settings:
             kw[k] = Latency.parse(settings[k])
     if "options" in settings:
-        kw["options"] = parse_options(settings["options"])
+        kw["options"] = settings["options"]
     if "calibration" in settings:
         kw["calibration"] = calibration_fits(settings["calibration"])
     strong, weak = deployments(**{k: settings[k] for k in DEPLOY_KEYS if k in settings})
@@ -358,6 +368,9 @@ def parse_options(options) -> tuple:
                 value = None
         if any(n == name for n, _ in out):
             raise ValueError(f"--option {name} is given twice")
+        if (type(value) is float and value.is_integer() and name in OPTIONS
+                and OPTIONS[name][1].type.startswith("int")):  # TOML's 3.0 for a count: 3
+            value = int(value)
         out.append((name, value))
     return tuple(out)
 

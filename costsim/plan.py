@@ -353,8 +353,8 @@ def screen_against_simulator(tasks, base, config: Config, replicas: dict, load: 
         mid = (lo + hi) / 2
         r = scr.latency(mid, replicas)
         lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
-    n = max(len(tasks), math.ceil(STEADY_SPANS * target * lo * 1.5))
-    rows = cap._run([tasks[i % len(tasks)] for i in range(n)], base, config.protocol, lo, replicas.get("strong", 1),
+    n = max(len(tasks), math.ceil(cap.Search().steady_spans * target * lo * 1.5))
+    rows = cap._run(cap.repeated(tasks, n), base, config.protocol, lo, replicas.get("strong", 1),
                     replicas.get("weak") or cap.AMPLE)
     return lo, target, cap.latency_percentiles(rows)[1]
 
@@ -557,22 +557,18 @@ def scenario_of(base, c: Config):
                    protocols=(c.protocol,))
 
 
-#: A confirming run's arrivals span this many latency targets (capacity's steady-state rule),
-#: with at most this many tasks (capacity's longest probe).
-STEADY_SPANS, MAX_CONFIRM_TASKS = 3.0, 10_000
-
-
 def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
     """The screened fleet simulated at ``task_rate`` (Poisson arrivals over all its replicas,
-    enough tasks — the given ones, repeated — that arrivals span :data:`STEADY_SPANS` targets);
-    while its p95 misses the target, each pool grows by a tenth (at least one replica), at
-    most ``grow`` times. Returns the replicas it confirms, their p95 and cost; ``steady`` is
-    False where :data:`MAX_CONFIRM_TASKS` tasks arrive in less than that span."""
-    from .capacity import _run, latency_percentiles
+    enough tasks — the given ones, repeated — that arrivals span as many targets as capacity's
+    steady-state rule asks of a probe, ``Search.steady_spans``); while its p95 misses the
+    target, each pool grows by a tenth (at least one replica), at most ``grow`` times. Returns
+    the replicas it confirms, their p95 and cost; ``steady`` is False where capacity's longest
+    probe, ``Search.max_probe_tasks`` tasks, arrives in less than that span."""
+    from .capacity import Search, _run, latency_percentiles, repeated
 
-    c = s.config
-    n = max(len(tasks), min(math.ceil(STEADY_SPANS * target_s * task_rate), MAX_CONFIRM_TASKS))
-    work = [tasks[i % len(tasks)] for i in range(n)]
+    c, spans = s.config, Search().steady_spans
+    n = max(len(tasks), min(math.ceil(spans * target_s * task_rate), Search().max_probe_tasks))
+    work = repeated(tasks, n)
     reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
     for attempt in range(grow + 1):
         rows = _run(work, scenario_of(base, c), c.protocol, task_rate, max(reps["strong"], 1), max(reps["weak"], 1))
@@ -588,7 +584,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
             "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0) + 1000.0 * api,
             "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
-            "steady": n >= STEADY_SPANS * target_s * task_rate,
+            "steady": n >= spans * target_s * task_rate,
             "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
 
@@ -609,6 +605,10 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
     b_star = roofline.balance_batch(c.strong, ctx)
     pays = pp.kappa < bek
     b_txt = "∞" if not math.isfinite(b_star) else f"{b_star:.0f}"
+    if bek <= 0:  # R alone >= 1: no weak model is fast enough (formulas.break_even_kappa)
+        return (f"SpecAgent cannot pay in time here: at p_u = {base.p:g}, K = {c.K} its reviews and repairs alone take "
+                f"at least as much strong time as Strong-only's steps (break-even kappa <= 0), however fast the weak "
+                f"model (kappa {pp.kappa:.2f} at the operating batches). It needs a higher p_u.")
     return (f"SpecAgent {'pays' if pays else 'does not pay'} in time here: a weak step takes {pp.kappa:.2f} of a "
             f"strong one at the operating batches (strong {sb:.1f}, weak {wb:.1f}; kappa), "
             f"{'below' if pays else 'above'} the break-even {bek:.2f} at p_u = {base.p:g}, K = {c.K}. "

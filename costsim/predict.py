@@ -18,9 +18,6 @@ from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
 
 
-DEFAULTS = DEPLOYMENTS  # the deployment when the user gives none (costsim.config)
-
-
 #: The most tokens one step, observation or verdict may have (simulate's verdict bound).
 MAX_CALL_TOKENS = 1e6
 
@@ -54,7 +51,9 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
                 expert_parallel=False):
     """The strong and weak deployments: strong on as many devices as hold its weights; both
     under ``engine`` (default vLLM) unless ``weak_engine`` names the weak model's own."""
-    d = DEFAULTS
+    if strong_gpus is not None and strong_gpus < 1:
+        raise ValueError(f"--strong-gpus must be >= 1, got {strong_gpus}")
+    d = DEPLOYMENTS
     sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
     sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
     se = load_engine(engine or d.engine)
@@ -62,7 +61,7 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
     for dt in (sdt, wdt):
         check_dtype(dt)
-    n = strong_gpus or devices_to_hold(sm, sd, sdt, se)
+    n = devices_to_hold(sm, sd, sdt, se) if strong_gpus is None else strong_gpus
     out = (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
            Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we))
     for dep in out:
@@ -82,7 +81,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     ``strong_step_scale``/``weak_step_scale``: tokens a model decodes per token of the d̄-token
     step it authors (a thinking model: > 1; default 1); a repair is a strong step (rho in its units).
     """
-    d = DEFAULTS
+    d = DEPLOYMENTS
     batch = d.batch if batch is None else batch
     steps = WORKLOAD.steps_per_task if steps is None else steps
     _validate(p, K, write_rate, batch, steps, dict(v_over_d=v_over_d, rho=rho, kappa=kappa,

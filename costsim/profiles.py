@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
@@ -271,15 +271,6 @@ class ModelSpec:
         return 2.0 * state + window
 
 
-_REQUIRED = {
-    Device: ("name", "display_name", "memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops", "source"),
-    ApiEndpoint: ("name", "display_name", "model", "provider", "price_input_per_mtok_usd",
-                  "price_cached_input_per_mtok_usd", "price_output_per_mtok_usd", "source", "date"),
-    ModelSpec: ("name", "display_name", "num_layers", "hidden_size", "num_attention_heads",
-                "num_kv_heads", "head_dim", "total_params_b", "active_params_b", "source"),
-    Engine: ("name", "display_name", "version", "source", "iteration_overhead_ms", "layer_latency_us",
-             "bandwidth_fraction", "flops_fraction"),
-}
 #: Fields that must be > 0, not only >= 0: a rate or a size that divides.
 _POSITIVE = {
     Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops"),
@@ -290,7 +281,9 @@ _POSITIVE = {
 
 def _build(cls, data: dict, origin: str):
     known = {f.name for f in fields(cls)}
-    missing = [k for k in _REQUIRED[cls] if k not in data]
+    # Required: the fields without a default (in declaration order).
+    missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+               and f.name not in data]
     if missing:
         raise ProfileError(f"{origin}: missing field(s) {', '.join(missing)}")
     unknown = sorted(set(data) - known)
@@ -416,13 +409,9 @@ def load_api(name_or_path: str) -> ApiEndpoint:
     return _load(ApiEndpoint, "apis", "API profile", name_or_path)
 
 
-#: The engine every command uses unless told otherwise.
-DEFAULT_ENGINE = DEPLOYMENTS.engine  # its source: costsim.config
-
-
 def load_engine(name_or_path: str | None = None) -> Engine:
     """A serving engine profile by name or alias (default: vLLM), or from a TOML file path."""
-    return _load(Engine, "engines", "engine", name_or_path or DEFAULT_ENGINE)
+    return _load(Engine, "engines", "engine", name_or_path or DEPLOYMENTS.engine)
 
 
 def load_model(name_or_path: str) -> ModelSpec:

@@ -12,7 +12,7 @@ from costsim.config import OPTIONS, check_option
 
 def test_every_option_a_protocol_takes_is_declared_once_with_the_default_it_has():
     taken = set()
-    for name, (fn, _) in protocols.PROTOCOLS.items():
+    for name, (fn, _, _) in protocols.PROTOCOLS.items():
         for opt, (default, annotation) in protocols.option_defaults(fn).items():
             assert opt in OPTIONS, f"{name} takes {opt}, which costsim.config does not declare"
             f = OPTIONS[opt][1]
@@ -60,7 +60,7 @@ def test_protocols_command_lists_each_option_with_its_declared_default_and_flag(
     shown = json.loads(capsys.readouterr().out)
     assert list(shown) == list(protocols.PROTOCOLS)
     for name, d in shown.items():
-        assert d["description"] == protocols.DESCRIPTIONS[name]
+        assert d["description"] == protocols.PROTOCOLS[name][2]
         assert set(d["options"]) == protocols.option_names(protocols.PROTOCOLS[name][0]) - set(d["fixed"])
         for opt, o in d["options"].items():
             f = OPTIONS[opt][1]
@@ -97,3 +97,27 @@ def test_a_default_as_costsim_protocols_prints_it_is_taken_by_option(capsys):
     check_option("max_span", None)
     with pytest.raises(ValueError, match="expected true or false"):
         check_option("final_speculation", "False")  # TOML's is false, as the listing prints it
+
+
+def test_an_option_that_is_a_scenario_field_sets_that_field():
+    # One value, checked and reported as the field is: --option K=3 is --K 3.
+    assert config.build_scenario({"options": ["K=3"]}) == config.build_scenario({"K": 3})
+    assert config.build_scenario({"options": ["K=3.0", "false_accept=0.25"]}) == \
+        config.build_scenario({"K": 3, "false_accept": 0.25})
+    with pytest.raises(ValueError, match="given twice"):
+        config.build_scenario({"K": 3, "options": ["K=4"]})
+    with pytest.raises(ValueError, match=r"--escalate-p must be in \[0, 1\]"):
+        config.build_scenario({"protocols": "agentcollab", "options": ["escalate_p=1.5"]})
+
+
+def test_an_ablations_fixed_option_cannot_be_set():
+    with pytest.raises(ValueError, match="specagent-hold-responses fixes chunking=hold-messages"):
+        config.build_scenario({"protocols": "specagent-hold-responses", "options": ["chunking=writes-only"]})
+    # SpecAgent itself takes it, beside the ablation that fixes it.
+    sc = config.build_scenario({"protocols": "specagent,specagent-hold-responses", "options": ["chunking=writes-only"]})
+    assert sc.options == (("chunking", "writes-only"),)
+
+
+def test_a_whole_number_given_as_a_float_is_read_as_the_count_it_is():
+    assert config.parse_options(["spec_depth=2.0", "escalation_growth=2.0"]) == (("spec_depth", 2), ("escalation_growth", 2.0))
+    assert type(config.parse_options(["spec_depth=2.0"])[0][1]) is int

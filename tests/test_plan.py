@@ -245,6 +245,19 @@ def test_where_specagent_stops_paying_counts_the_step_scales():
     assert kappa(replace(base, strong_step_scale=3.0)) == pytest.approx(kappa(base) / 3, rel=0.15)
 
 
+def test_where_specagent_cannot_pay_it_says_so_without_a_negative_break_even():
+    from dataclasses import replace
+
+    from costsim import formulas
+
+    base = replace(_base("h200"), p=0.05)
+    s = P.Screened(P.Config("specagent", base.strong, base.weak, 2), True, strong_batch=4.0, weak_batch=8.0)
+    text = P.where_specagent_stops_paying(base, s, TASKS)
+    # At p_u = 0.05 nearly every chunk is rejected and repaired: R >= 1 whatever kappa.
+    assert float(formulas.break_even_kappa(0.05, 2, 0.1, 1.0)) <= 0
+    assert text.startswith("SpecAgent cannot pay in time here") and "-0.0" not in text
+
+
 def test_a_plan_run_again_with_its_state_resumes_and_gives_the_same_answer(tmp_path, monkeypatch):
     s, w = deployments()
     base = Scenario(strong=s, weak=w, p=0.8, K=6)

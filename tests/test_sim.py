@@ -140,3 +140,20 @@ def test_spec_strong_time_ratio_rises_past_the_balance_point():
     assert hi["R_time"]["mean"] > lo["R_time"]["mean"] + 0.05
 
 
+
+
+def test_a_lazy_generator_draws_what_its_spawned_child_would():
+    import copy
+
+    from costsim.sim.run import LazyGenerator
+
+    for seed in (0, 7, 2**80):
+        children = np.random.SeedSequence(seed).spawn(5)
+        for i in (0, 3, 4):
+            lazy = LazyGenerator(np.random.SeedSequence(seed), i)
+            want = np.random.default_rng(children[i])
+            assert lazy.random() == want.random() and lazy.standard_normal() == want.standard_normal()
+    # A copy (before or after a draw) is a generator in the same state, not a recursion.
+    fresh = LazyGenerator(np.random.SeedSequence(1), 2)
+    assert copy.deepcopy(fresh).random() == fresh.random()
+    assert copy.deepcopy(fresh).random() == fresh.random()

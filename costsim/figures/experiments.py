@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import formulas, roofline
-from ..config import WORKLOAD
+from ..config import DEPLOYMENTS, WORKLOAD
 from ..paper import TAU2_K, TAU2_P, implied_strong_step_scale, tau2_benchmarks
 from ..traces.stats import step_shape
 
@@ -202,7 +202,7 @@ PASS_COUNTING_OBS = (175, 1000, 2000)
 def pass_counting() -> pd.DataFrame:
     """v/d in roofline time per reviewed chunk length, H20 and H100, three observation lengths;
     ``attrs["R_ratio"]``: R_u in roofline time over R_u by pass counting against p_u, K = 6."""
-    from ..predict import DEFAULTS, deployments
+    from ..predict import deployments
 
     lengths = np.arange(1, 9)
     rows, vd_at_6 = [], {}
@@ -210,7 +210,7 @@ def pass_counting() -> pd.DataFrame:
         s, w = deployments(strong_device=dev, weak_device=dev)
         for o in PASS_COUNTING_OBS:
             pp = roofline.protocol_parameters(s, w, lengths, STEP_TOKENS, o, VERDICT_TOKENS, 1.0,
-                                              WORKLOAD.context_tokens, DEFAULTS.batch, DEFAULTS.batch)
+                                              WORKLOAD.context_tokens, DEPLOYMENTS.batch, DEPLOYMENTS.batch)
             vd = pp.v_over_d["time"]
             rows += [(dev, o, int(n), float(v), bool(cb)) for n, v, cb in zip(lengths, vd, pp.verify_compute_bound)]
             vd_at_6[(dev, o)] = (float(vd[5]), pp.rho["time"])

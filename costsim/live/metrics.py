@@ -18,7 +18,6 @@ Metric names (a ``_total`` suffix, which prometheus_client adds to counters, is 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -185,6 +184,3 @@ def server_timing(before: Metrics, after: Metrics, requests: int | None = None) 
             ttft_mean_s=_ratio(tt_s, tt_n), cache_hit_rate=_ratio(h, q), names_seen=seen)
     return ServerTiming(flavor=None, requests=requests, names_seen=seen)
 
-
-def finite_or_none(x):
-    return x if (x is not None and math.isfinite(x)) else None

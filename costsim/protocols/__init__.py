@@ -14,36 +14,28 @@ from .verifier import with_verifier_errors
 
 _specagent = with_verifier_errors(specagent.run)
 
-#: name -> (process function, fixed options). SpecAgent ablations are ``specagent-<variant>``.
+#: name -> (process function, fixed options, what it is in a line; docs/protocols.md has each
+#: one's source and assumptions). SpecAgent ablations are ``specagent-<variant>``.
 PROTOCOLS = {
-    "strong-only": (strong_only.run, {}),
-    "weak-only": (weak_only.run, {}),
-    "specagent": (_specagent, {}),
-    "specagent-hold-responses": (_specagent, {"chunking": "hold-messages"}),
-    "specagent-review-all": (_specagent, {"review": "all"}),
-    "specagent-separate-repair": (_specagent, {"repair": "separate"}),
-    "agentcollab": (agentcollab.run, {}),
-    "speculative-actions": (speculative_actions.run, {}),
-    "self-spec": (self_spec.run, {}),
-    "specagent-self-spec": (with_verifier_errors(self_spec.run_specagent), {}),
+    "strong-only": (strong_only.run, {}, "the strong model authors every step (the baseline of the ratios)"),
+    "weak-only": (weak_only.run, {}, "the weak model authors every step (the quality floor; the cost floor)"),
+    "specagent": (_specagent, {}, "the weak model drafts chunks, the strong model reviews them (the paper's protocol)"),
+    "specagent-hold-responses": (_specagent, {"chunking": "hold-messages"},
+                                 "SpecAgent holding every message to the user for review (the paper's ablation)"),
+    "specagent-review-all": (_specagent, {"review": "all"}, "SpecAgent reviewing every chunk (the other ablation)"),
+    "specagent-separate-repair": (_specagent, {"repair": "separate"},
+                                  "SpecAgent repairing a rejection in a correction turn of its own"),
+    "agentcollab": (agentcollab.run, {}, "the weak model acts; on no progress the strong model takes over "
+                                         "(AgentCollab, arXiv 2603.26034)"),
+    "speculative-actions": (speculative_actions.run, {}, "the strong model acts; a weak guesser lets it run ahead "
+                                                         "(arXiv 2510.04371, its public code)"),
+    "self-spec": (self_spec.run, {}, "Strong-only, the strong agent predicting its own read-only tool calls"),
+    "specagent-self-spec": (with_verifier_errors(self_spec.run_specagent), {},
+                            "SpecAgent, the weak drafter predicting the read-only tool calls it drafts"),
     # SpecAgent and Strong-only on the API backend (costsim.sim.api: strong behind a priced API).
-    "edge-cloud": (_specagent, {}),
-    "cloud-strong-only": (strong_only.run, {}),
-}
-#: name -> what it is, in a line (docs/protocols.md has each one's source and assumptions).
-DESCRIPTIONS = {
-    "strong-only": "the strong model authors every step (the baseline of the ratios)",
-    "weak-only": "the weak model authors every step (the quality floor; the cost floor)",
-    "specagent": "the weak model drafts chunks, the strong model reviews them (the paper's protocol)",
-    "specagent-hold-responses": "SpecAgent holding every message to the user for review (the paper's ablation)",
-    "specagent-review-all": "SpecAgent reviewing every chunk (the other ablation)",
-    "specagent-separate-repair": "SpecAgent repairing a rejection in a correction turn of its own",
-    "agentcollab": "the weak model acts; on no progress the strong model takes over (AgentCollab, arXiv 2603.26034)",
-    "speculative-actions": "the strong model acts; a weak guesser lets it run ahead (arXiv 2510.04371, its public code)",
-    "self-spec": "Strong-only, the strong agent predicting its own read-only tool calls",
-    "specagent-self-spec": "SpecAgent, the weak drafter predicting the read-only tool calls it drafts",
-    "edge-cloud": "SpecAgent with the weak model on a local device and the strong model behind a priced API",
-    "cloud-strong-only": "Strong-only behind the priced API (edge-cloud's baseline)",
+    "edge-cloud": (_specagent, {}, "SpecAgent with the weak model on a local device and the strong model behind "
+                                   "a priced API"),
+    "cloud-strong-only": (strong_only.run, {}, "Strong-only behind the priced API (edge-cloud's baseline)"),
 }
 DEFAULT = ("strong-only", "weak-only", "specagent")
 
@@ -72,7 +64,7 @@ def get(name: str, **options):
     """The process function of protocol ``name`` with those ``options`` applied that it takes
     (others are ignored: a scenario passes every protocol the same options)."""
     try:
-        fn, fixed = PROTOCOLS[name]
+        fn, fixed, _ = PROTOCOLS[name]
     except KeyError:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}") from None
     takes = option_names(fn)
@@ -89,9 +81,9 @@ def describe(name: str) -> dict:
 
     if name not in PROTOCOLS:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
-    fn, fixed = PROTOCOLS[name]
+    fn, fixed, description = PROTOCOLS[name]
     takes = option_names(fn)
-    return {"description": DESCRIPTIONS[name],
+    return {"description": description,
             "fixed": dict(fixed),
             "options": {k: {"default": f.default, "choices": list(f.metadata["choices"]), "help": f.metadata["help"],
                             "declared_in": cls.__name__}
@@ -100,6 +92,6 @@ def describe(name: str) -> dict:
 
 def schedule_of(name: str):
     """``(schedule, fixed options)`` of protocol ``name``, or None for a timed protocol."""
-    fn, fixed = PROTOCOLS[name]
+    fn, fixed, _ = PROTOCOLS[name]
     sched = getattr(fn, "__schedule__", None)
     return (sched, fixed) if sched else None

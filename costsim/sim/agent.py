@@ -28,6 +28,12 @@ _ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0
 _ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
 
+#: The longest any latency may be, in seconds (11.6 days): far past any real call, and short
+#: enough that a run's sums of them stay finite. A lognormal's sigma is at most MAX_SIGMA (a
+#: spread of e^10, about 22,000x, per standard deviation).
+MAX_SECONDS, MAX_SIGMA = 1e6, 10.0
+
+
 @dataclass(frozen=True)
 class Latency:
     """Latency of an external call: fixed ``seconds``, or lognormal with that median and
@@ -64,7 +70,7 @@ class Latency:
         step's recorded tool time; FALLBACK, either form above, for steps without one)."""
         if spec is None or spec == "":
             return cls()
-        if isinstance(spec, (int, float)):
+        if isinstance(spec, (int, float)) and 0 <= spec <= MAX_SECONDS:
             return cls(float(spec))
         kind, _, args = str(spec).partition(":")
         if kind == "recorded":
@@ -74,13 +80,14 @@ class Latency:
         try:
             if kind == "lognormal":
                 med, sig = (float(x) for x in args.split(","))
-                if 0 <= med < np.inf and 0 <= sig < np.inf:
+                if 0 <= med <= MAX_SECONDS and 0 <= sig <= MAX_SIGMA:
                     return cls(med, sig)
-            elif not args and 0 <= float(kind) < np.inf:
+            elif not args and 0 <= float(kind) <= MAX_SECONDS:
                 return cls(float(kind))
         except ValueError:
             pass
-        raise ValueError(f"latency {spec!r}: expected finite seconds >= 0, lognormal:median,sigma or recorded[:fallback]")
+        raise ValueError(f"latency {spec!r}: expected seconds in [0, {MAX_SECONDS:g}], lognormal:median,sigma "
+                         f"(sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
 
 
 class TaskRun:

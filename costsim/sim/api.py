@@ -33,10 +33,10 @@ from ..protocols.schedule import Wrapper
 from .replica import Replica
 
 class ApiRequest:
-    __slots__ = ("done", "submitted", "finished", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+    __slots__ = ("done", "finished", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
 
     def __init__(self, env, prefill, decode, seconds):
-        self.done, self.submitted, self.finished = env.event(), env.now, None
+        self.done, self.finished = env.event(), None
         self.prefill_tokens, self.decode_tokens = prefill, decode
         self.hbm_bytes = self.flops = 0.0
         self.busy_s = seconds

@@ -43,15 +43,15 @@ class Request:
     on an idle replica it is the timeout of its epoch: one event less; so what ``done`` carries
     as its value is not the request — read the request itself). Cost fields accumulate."""
 
-    __slots__ = ("prefill_left", "context", "decode_left", "done", "submitted", "finished",
+    __slots__ = ("prefill_left", "context", "decode_left", "done", "finished",
                  "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held",
                  "_solo", "_timeout")
 
-    def __init__(self, env, prefill_tokens: int, context: int, decode_tokens: int):
+    def __init__(self, prefill_tokens: int, context: int, decode_tokens: int):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
         self.prefill_left, self.context, self.decode_left = prefill_tokens, context, decode_tokens
         self.done = None  # set by Replica.submit
-        self.submitted, self.finished = env.now, None
+        self.finished = None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
         self.kv_held = 0.0  # bytes of the KV pool it holds once admitted
@@ -82,8 +82,8 @@ class Replica:
     overhead) added to every call by the caller; ``coef``: cost coefficients other than the
     deployment's roofline (e.g. calibrated from measurements). Totals over the run: ``busy_s``, ``hbm_bytes``, ``flops``,
     ``iterations``, ``mean_batch`` (time-weighted running decode batch), ``kv_peak_bytes`` (the
-    most of the pool held at once), ``admit_wait_s`` (submission to admission, summed) and
-    ``kv_blocked_s`` (busy time during which a queued call waited for KV room).
+    most of the pool held at once) and ``kv_blocked_s`` (busy time during which a queued call
+    waited for KV room).
     """
 
     def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int = 8192,
@@ -103,20 +103,16 @@ class Replica:
         self._acc_w = self._acc_t = 0.0
         self._tie = itertools.count()
         self.kv_pool = _pool(deployment) if kv_pool_bytes is None else kv_pool_bytes
-        self.kv_used = self.kv_peak_bytes = self.admit_wait_s = self.kv_blocked_s = 0.0
+        self.kv_used = self.kv_peak_bytes = self.kv_blocked_s = 0.0
         self._kv_token, self._kv_seq = self.coef.kv_bytes_per_token, state_bytes(deployment)
 
     @property
     def mean_batch(self) -> float:
         return self.batch_time / self.busy_s if self.busy_s else 0.0
 
-    @property
-    def n_running(self) -> int:
-        return len(self._running)
-
     def submit(self, prefill_tokens: int, context: int, decode_tokens: int) -> Request:
         """Queue a call; wait on ``request.done``."""
-        req = Request(self.env, prefill_tokens, context, decode_tokens)
+        req = Request(prefill_tokens, context, decode_tokens)
         self.queue.append(req)
         ep = self._epoch
         if ep is None and not self._deferred and prefill_tokens <= self.token_budget:  # idle
@@ -151,7 +147,7 @@ class Replica:
         end = env._now + (pre[0] + run[0])  # as a Timeout schedules it
         q = env._queue  # what env.peek() reads, without its exception when there is none
         if q and q[0][0] <= end:  # an event due at `end` too would come first
-            req = Request(env, prefill_tokens, context, decode_tokens)
+            req = Request(prefill_tokens, context, decode_tokens)
             self.queue.append(req)
             self._start_solo(req, (pre, run))
             return req
@@ -160,7 +156,7 @@ class Replica:
         need = self._kv_token * (context + prefill_tokens + decode_tokens) + self._kv_seq
         used = self.kv_used + need
         if used > self.kv_pool:
-            self._never_fits(Request(env, prefill_tokens, context, decode_tokens))
+            self._never_fits(Request(prefill_tokens, context, decode_tokens))
         if used > self.kv_peak_bytes:
             self.kv_peak_bytes = used
         self.kv_used = used - need
@@ -424,7 +420,6 @@ class Replica:
             return False
         r.kv_held = need
         self.kv_used += need
-        self.admit_wait_s += self.env.now - r.submitted
         if self.kv_used > self.kv_peak_bytes:
             self.kv_peak_bytes = self.kv_used
         return True

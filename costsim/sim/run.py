@@ -21,7 +21,7 @@ from ..profiles import Deployment
 from ..protocols.schedule import check_scale
 from . import api
 from .acceptance import parse_p_dist
-from .agent import Latency, TaskRun
+from .agent import MAX_SECONDS, Latency, TaskRun
 from .replica import Replica
 
 
@@ -111,10 +111,9 @@ def validate(sc: Scenario) -> None:
     check_scale(sc.weak_step_scale, "--weak-step-scale")
     # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
     for name, v, hi in (("rho", sc.rho, 1000.0), ("verdict-tokens", sc.verdict_tokens, 1e6),
-                        ("network-rtt", sc.network_rtt_s, math.inf)):
+                        ("network-rtt", sc.network_rtt_s, MAX_SECONDS)):
         if not (math.isfinite(v) and 0 <= v <= hi):
-            raise ValueError(f"--{name} must be a finite number " + (f"in [0, {hi:g}]" if hi < math.inf else ">= 0")
-                             + f", got {v}")
+            raise ValueError(f"--{name} must be a finite number in [0, {hi:g}], got {v}")
     for name in sc.protocols:
         protocols.get(name)
     parse_p_dist(sc.p_dist, sc.p)
@@ -128,12 +127,18 @@ def validate(sc: Scenario) -> None:
     if sc.escalation_span < 1:
         raise ValueError(f"--escalation-span must be >= 1, got {sc.escalation_span}")
     for k, v in (("api-ttft", sc.api_ttft_s), ("api-tps", sc.api_output_tps)):
-        if v is not None and not (v >= 0 if k == "api-ttft" else v > 0):
-            raise ValueError(f"--{k} must be {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
-    taken = set().union(*(protocols.option_names(protocols.PROTOCOLS[n][0]) for n in sc.protocols))
+        if v is not None and not (math.isfinite(v) and (v >= 0 if k == "api-ttft" else v > 0)):
+            raise ValueError(f"--{k} must be a finite number {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
+    # What each protocol of the run takes: its options, less those it fixes (an ablation's).
+    taken = set().union(*(protocols.option_names(fn) - set(fixed)
+                          for fn, fixed, _ in (protocols.PROTOCOLS[n] for n in sc.protocols)))
     for k, v in sc.options:
+        if k in PROTOCOL_OPTIONS:
+            raise ValueError(f"protocol option {k!r} is a field of the scenario: set that instead")
         if k not in taken:
-            raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}")
+            fixed = [f"{n} fixes {k}={protocols.PROTOCOLS[n][1][k]}" for n in sc.protocols if k in protocols.PROTOCOLS[n][1]]
+            raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}"
+                             + (f" ({'; '.join(fixed)})" if fixed else ""))
         check_option(k, v)
 
 
@@ -242,6 +247,8 @@ class LazyGenerator:
         self._root, self._i, self._gen = root, i, None
 
     def __getattr__(self, name):  # only for what is not an attribute yet
+        if name.startswith("_"):  # its own, before __init__ has set them (a copy, an unpickling)
+            raise AttributeError(name)
         if self._gen is None:
             r = self._root
             self._gen = np.random.default_rng(

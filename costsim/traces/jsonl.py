@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..resources import read_text as _read
+from ._check import Bad as _Bad  # a field that does not validate (field path, what is wrong)
 from .schema import ESTIMABLE_FIELDS, SCHEMA_VERSION, STEP_KINDS, Step, Task
 
 FORMAT = "costsim-trace"
@@ -44,14 +45,6 @@ class ReadResult:
     header: dict
     warnings: list[str] = field(default_factory=list)
     name: str = ""
-
-
-class _Bad(Exception):
-    """Internal: a field that does not validate (field path, what is wrong)."""
-
-    def __init__(self, field_: str, what: str):
-        super().__init__(field_, what)
-        self.field, self.what = field_, what
 
 
 def _int(obj: dict, key: str, where: str, default=None, minimum: int = 0) -> int:
