@@ -34,7 +34,6 @@ import math
 import pickle
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +42,7 @@ from . import roofline
 from .config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
-from .resources import data_dir, write_atomic
+from .resources import code_digest, write_atomic
 from .traces.stats import step_shape
 
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
@@ -480,24 +479,6 @@ def _screen_chunk(args, progress=None, rows=None) -> list[Screened]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _code_digest() -> str:
-    """SHA-256 of costsim's code and shipped profiles: what a kept piece was computed with."""
-    h = hashlib.sha256()
-
-    def walk(d, at):
-        for f in sorted(d.iterdir(), key=lambda f: f.name):
-            if f.is_dir():
-                walk(f, f"{at}/{f.name}")
-            elif f.name.endswith((".py", ".toml", ".json")):
-                h.update(f"{at}/{f.name}".encode())
-                h.update(f.read_bytes())
-    walk(Path(__file__).resolve().parent, "costsim")
-    for folder in ("hardware", "models", "measured"):
-        walk(data_dir(folder), folder)
-    return h.hexdigest()
-
-
 def _apis(base, configs) -> tuple:
     """The API profiles a search reads, loaded: a profile given as a file counts by what is in it."""
     from .profiles import load_api
@@ -520,7 +501,7 @@ class State:
 
     def _path(self, kind: str, inputs):
         # repr, not pickle: the same inputs pickle differently when they share objects differently
-        text = repr((_code_digest(), kind, inputs))
+        text = repr((code_digest(), kind, inputs))
         if " at 0x" in text:  # an object without a value repr (a function): nothing to resume by
             text += f"{id(self)}"
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -8,6 +8,7 @@ repository root) the top-level folders themselves are used.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import tempfile
@@ -34,6 +35,29 @@ def data_dir(folder: str) -> Traversable:
         if checkout.is_dir():
             return checkout
         raise
+
+
+@cache
+def code_digest() -> str:
+    """SHA-256 of what costsim computes with: its modules (not the CLI's) and its shipped data
+    (profiles, traces, measured sets), by relative name and content, so that a checkout and an
+    installed wheel of the same code agree. A kept result (a plan's piece, a sweep's cell) is
+    reused only under the same digest."""
+    h = hashlib.sha256()
+
+    def walk(d, at, suffixes, skip=()):
+        for f in sorted(d.iterdir(), key=lambda f: f.name):
+            if f.is_dir():
+                if f.name not in skip and f.name != "__pycache__":
+                    walk(f, f"{at}/{f.name}", suffixes)
+            elif f.name.endswith(suffixes):
+                h.update(f"{at}/{f.name}".encode())
+                h.update(f.read_bytes())
+
+    walk(Path(__file__).resolve().parent, "costsim", (".py",), skip=("data", "cli"))
+    for folder in ("hardware", "models", "traces", "measured"):
+        walk(data_dir(folder), folder, (".toml", ".json", ".jsonl"))
+    return h.hexdigest()
 
 
 def read_text(path) -> str:

@@ -29,7 +29,8 @@ protocol knobs ...), the deployment keys of ``costsim simulate`` (``strong``, ``
 Each cell is a pure function of its settings (:func:`run_cell`): every random stream is seeded
 from the cell's ``seed``, so a cell gives the same numbers wherever it runs — serially, in a
 thread, in another process or on another machine with the same costsim. The table has one row
-per cell and protocol: the cell's settings, ``cell`` (a hash of them), and every metric of
+per cell and protocol: the cell's settings, ``cell`` (:func:`cell_id`: a hash of them, of the
+files they name and of costsim's code), and every metric of
 :func:`costsim.sim.metrics.summarize` as ``<metric>`` (mean) with ``<metric>_lo``/``_hi``
 (95% interval).
 
@@ -49,7 +50,7 @@ import tomllib
 from pathlib import Path
 
 from .config import setting_keys
-from .resources import read_text, write_atomic
+from .resources import code_digest, read_text, write_atomic
 
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
 
@@ -88,17 +89,20 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
 
 
 def cell_id(cell: dict) -> str:
-    """A stable hash of a cell's settings and the costsim version (and of a calibration
-    file's contents, not only its path: a recalibration invalidates the cells that used it)."""
-    from . import __version__
-
+    """A stable hash of a cell's settings, of the contents of the files it names (a calibration,
+    a trace: changed, they invalidate the cells that used them) and of costsim's code and data
+    (:func:`costsim.resources.code_digest`: an upgrade does not reuse the cells of another)."""
+    traces = cell.get("trace") or []
+    files = {"calibration": [cell["calibration"]] if cell.get("calibration") else [],
+             "trace": [traces] if isinstance(traces, str) else list(traces)}
     extra = {}
-    if cell.get("calibration"):
-        try:
-            extra["calibration_sha256"] = hashlib.sha256(Path(cell["calibration"]).read_bytes()).hexdigest()
-        except OSError:
-            pass  # the cell's own run reports the unreadable file
-    blob = json.dumps({"cell": cell, "costsim": __version__, **extra}, sort_keys=True, default=str)
+    for key, paths in files.items():
+        for path in paths:
+            try:
+                extra.setdefault(f"{key}_sha256", []).append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
+            except OSError:
+                pass  # a shipped trace's name (in the code digest), or the cell's run reports the file
+    blob = json.dumps({"cell": cell, "costsim": code_digest(), **extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -138,3 +138,16 @@ def test_a_dead_scheduler_and_a_fractional_K_are_one_line_errors(tmp_path, monke
     assert code == 2 and err.count("\n") == 1 and "no scheduler answered within 1 s" in err
     assert _time.perf_counter() - t < 10
 
+
+
+def test_a_cell_is_keyed_by_the_files_it_names_and_by_costsims_code(tmp_path, monkeypatch):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("first")
+    cell = {"trace": str(trace), "p": 0.8}
+    before = sweep.cell_id(cell)
+    assert sweep.cell_id(dict(cell)) == before  # stable
+    trace.write_text("second")  # the same path, other tasks: not the same cell
+    assert sweep.cell_id(cell) != before
+    after = sweep.cell_id(cell)
+    monkeypatch.setattr(sweep, "code_digest", lambda: "another costsim")
+    assert sweep.cell_id(cell) != after  # an upgrade does not reuse the cells of another version
