@@ -234,6 +234,11 @@ class ModelSpec:
         return routed_inactive / (self.n_moe_layers * (self.num_experts - self.experts_per_token))
 
     @property
+    def routed_params(self) -> float:
+        """Parameters of all routed experts over all MoE layers (0 for dense models)."""
+        return self.n_moe_layers * self.num_experts * self.expert_params if self.is_moe else 0.0
+
+    @property
     def always_active_params(self) -> float:
         """Parameters every token touches: attention, embeddings, dense and shared experts."""
         return self.active_params_b * 1e9 - self.n_moe_layers * self.experts_per_token * self.expert_params
@@ -592,7 +597,7 @@ def _dtype_of(torch_dtype) -> str:
 def weight_bytes(model: ModelSpec, weight_dtype: str = "bf16", expert_dtype: str = "") -> float:
     """Bytes of all weights: routed experts in ``expert_dtype`` (default: the model's own expert
     precision, else ``weight_dtype``), everything else in ``weight_dtype``."""
-    routed = model.n_moe_layers * model.num_experts * model.expert_params if model.is_moe else 0.0
+    routed = model.routed_params
     b_exp = DTYPE_BYTES[expert_dtype or model.expert_dtype or weight_dtype]
     return (model.total_params_b * 1e9 - routed) * DTYPE_BYTES[weight_dtype] + routed * b_exp
 

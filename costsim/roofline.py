@@ -254,7 +254,7 @@ def coefficients(dep: Deployment) -> Coefficients:
     m, dev, n, eng = dep.model, dep.device, dep.n_devices, dep.engine
     b, b_exp, b_act = (DTYPE_BYTES[dep.weight_dtype], DTYPE_BYTES[dep.expert_precision],
                        DTYPE_BYTES[ACTIVATION_DTYPE])
-    routed = m.n_moe_layers * m.num_experts * m.expert_params if m.is_moe else 0.0
+    routed = m.routed_params
     always = (m.always_active_params if m.is_moe else m.total_params_b * 1e9) - m.input_embedding_params
     per_pair = m.num_attention_heads * ((4.0 * m.kv_lora_rank + 2.0 * m.qk_rope_head_dim) if m.is_mla else 4.0 * m.head_dim)
     flops_per_token = (2.0 * (m.active_params_b * 1e9 - m.input_embedding_params)
