@@ -159,10 +159,17 @@ def load_tasks(traces, n: int, seed: int):
     out = []
     with user_errors(TraceError, OSError):
         for t in traces:
-            out.extend(load(t).tasks)
+            out.extend(loaded(load(t)))
     if len(out) < 20:
         raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
     return out
+
+
+def loaded(result) -> list:
+    """The tasks of a loaded trace, its warnings (tasks it skipped, and why) said on stderr."""
+    for w in result.warnings:
+        print(f"costsim: warning: {w}", file=sys.stderr)
+    return result.tasks
 
 
 class UserError(Exception):
@@ -197,8 +204,9 @@ def dumps(obj) -> str:
 
 def check_output(path, inputs: tuple = (), directory: bool = False) -> Path:
     """Refuse, before any work is done, an output that cannot be written: an empty name, a
-    directory where a file is wanted (or the reverse), an input file, or a place where no file
-    can be created (the check creates and removes a temporary file there)."""
+    directory where a file is wanted (or the reverse), a device, FIFO or socket, an input file,
+    or a place where no file can be created (the check creates and removes a temporary file
+    there)."""
     if path is None or not str(path).strip():
         raise UserError("the output path is empty")
     p = Path(path)
@@ -214,6 +222,8 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
         raise UserError(f"{shown}: exists and is not a directory")
     if not directory and p.is_dir():
         raise UserError(f"{shown}: is a directory; give a file name")
+    if not directory and p.exists() and not p.is_file():  # the atomic rename would replace it
+        raise UserError(f"{shown}: not a regular file (a device, FIFO or socket); give a file name")
     for src in inputs:
         if p.exists() and Path(src).exists() and p.resolve() == Path(src).resolve():
             raise UserError(f"{shown}: refusing to overwrite an input file")

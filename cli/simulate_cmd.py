@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ._common import (SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps,
-                      with_options, user_errors)
+                      loaded, with_options, user_errors)
 
 @with_options(OPTIONS)
 def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
@@ -38,7 +38,7 @@ def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files 
     tasks = []
     with user_errors(TraceError, OSError, ValueError):
         for t in traces:
-            tasks.extend(load(t).tasks)
+            tasks.extend(loaded(load(t)))
     empty = [t.task_id for t in tasks if not t.steps]
     if empty:  # no committed step to divide by: left out, and said so
         print(f"costsim: warning: {len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"

@@ -81,7 +81,7 @@ def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: t
         print("  estimated (tokens: ceil(chars/4) of the text; durations: from message timestamps): "
               + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
     if result.warnings:
-        print(f"  {len(result.warnings)} records skipped (see warnings; --strict makes them fatal)")
+        print(f"  {len(result.warnings)} warning(s) above: records skipped or repaired (--strict makes them fatal)")
 
 
 #: The importers: format -> (module and function, its description, the input's help, --tools'

@@ -111,6 +111,12 @@ API_BILLED = {"edge-cloud": "cloud-strong-only"}
 ON_API = (*API_BILLED, *API_BILLED.values())
 
 
+#: The longest any latency or recorded duration may be, in seconds (11.6 days), and the most
+#: tokens a recorded call may count: far past any real agent, and short of the float overflows
+#: that would print inf or nan.
+MAX_SECONDS, MAX_TOKENS = 1e6, 10**9
+
+
 # --- each protocol's options ------------------------------------------------------------
 # One frozen dataclass per protocol (and one for what several share): the one place an
 # option's default, type, allowed words and help (its unit and source) live. The protocols'

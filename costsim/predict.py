@@ -36,8 +36,8 @@ def _validate(p, K, write_rate, batch, steps, overrides):
     for k, v in overrides.items():
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
-    if overrides.get("step_tokens") is not None and overrides["step_tokens"] <= 0:
-        raise ValueError(f"--step-tokens must be > 0 (a step decodes something), got {overrides['step_tokens']}")
+    if overrides.get("step_tokens") is not None and overrides["step_tokens"] < 1:  # it divides
+        raise ValueError(f"--step-tokens must be at least 1 token (a step decodes something), got {overrides['step_tokens']}")
     # Upper bounds on what sizes a call, as simulate's: far past any real agent, and short of
     # the float overflows that would print nan.
     for k in ("step_tokens", "obs_tokens", "verdict_tokens"):

@@ -51,7 +51,7 @@ BAD = [
      "(specagent-hold-responses fixes chunking=hold-messages)"),
     (["simulate", "--arrival-rate", "1", "--sessions", "4", "--tasks", "2", "-q"], "are exclusive"),
     (["predict", "-p", "0.8", "--K", "6", "--steps", "nan"], "--steps must be a finite number > 0"),
-    (["predict", "-p", "0.8", "--K", "6", "--step-tokens", "0"], "--step-tokens must be > 0"),
+    (["predict", "-p", "0.8", "--K", "6", "--step-tokens", "0"], "--step-tokens must be at least 1 token"),
     (["predict", "-p", "0.8", "--strong-step-scale", "0"], "--strong-step-scale must be a number in (0, 1000]"),
     (["predict", "-p", "0.8", "--step-tokens", "1e308"], "--step-tokens must be at most 1e+06 tokens"),
     (["predict", "-p", "0.8", "--obs-tokens", "1e308"], "--obs-tokens must be at most 1e+06 tokens"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import MAX_SECONDS
 from ..protocols.schedule import Boundary, Call, Count, Execute, Redraw, Review, Stall
 
 COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
@@ -28,10 +29,9 @@ _ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0
 _ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
 
-#: The longest any latency may be, in seconds (11.6 days): far past any real call, and short
-#: enough that a run's sums of them stay finite. A lognormal's sigma is at most MAX_SIGMA (a
-#: spread of e^10, about 22,000x, per standard deviation).
-MAX_SECONDS, MAX_SIGMA = 1e6, 10.0
+#: A lognormal latency's sigma is at most this (a spread of e^10, about 22,000x, per standard
+#: deviation); its median, like any latency, at most config.MAX_SECONDS.
+MAX_SIGMA = 10.0
 
 
 @dataclass(frozen=True)

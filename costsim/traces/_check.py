@@ -10,6 +10,8 @@ import json
 import math
 from datetime import datetime
 
+from ..config import MAX_SECONDS, MAX_TOKENS
+
 
 class Bad(Exception):
     def __init__(self, field: str, what: str):
@@ -37,6 +39,11 @@ def show(v) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
+def _at(at: str, key: str) -> str:
+    """The JSON path of ``key`` under ``at`` (at the top level: the key itself)."""
+    return f"{at}.{key}" if at else key
+
+
 def obj(v, at: str) -> dict:
     if not isinstance(v, dict):
         raise Bad(at, f"expected an object, got {show(v)}")
@@ -54,11 +61,11 @@ def opt_str(d: dict, key: str, at: str) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise Bad(f"{at}.{key}", f"expected a string, got {show(v)}")
+        raise Bad(_at(at, key), f"expected a string, got {show(v)}")
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
-        raise Bad(f"{at}.{key}", "not valid Unicode (a lone surrogate escape)") from None
+        raise Bad(_at(at, key), "not valid Unicode (a lone surrogate escape)") from None
     return v
 
 
@@ -66,22 +73,36 @@ def opt_count(d: dict, key: str, at: str) -> int | None:
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise Bad(f"{at}.{key}", f"expected a non-negative integer, got {show(v)}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
+        raise Bad(_at(at, key), f"expected an integer in [0, {MAX_TOKENS:.0e}], got {show(v)}")
     return v
 
 
-def opt_number(d: dict, key: str, at: str, what: str = "a number", minimum: float = -math.inf) -> float | None:
+def finite(v) -> float | None:
+    """``v`` as a finite float, or None: not a number, a bool, NaN, infinite, or an integer too
+    large for a float (JSON's 10**400)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def opt_number(d: dict, key: str, at: str, what: str = "a finite number", minimum: float = -math.inf,
+               maximum: float = math.inf) -> float | None:
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < minimum:
-        raise Bad(f"{at}.{key}", f"expected {what}, got {show(v)}")
-    return float(v)
+    f = finite(v)
+    if f is None or not minimum <= f <= maximum:
+        raise Bad(_at(at, key), f"expected {what}, got {show(v)}")
+    return f
 
 
 def opt_seconds(d: dict, key: str, at: str) -> float | None:
-    return opt_number(d, key, at, "a non-negative number of seconds", 0.0)
+    return opt_number(d, key, at, f"seconds in [0, {MAX_SECONDS:g}]", 0.0, MAX_SECONDS)
 
 
 def opt_time(d: dict, key: str, at: str) -> datetime | None:
@@ -89,11 +110,11 @@ def opt_time(d: dict, key: str, at: str) -> datetime | None:
     if v is None:
         return None
     if not isinstance(v, str):
-        raise Bad(f"{at}.{key}", f"expected an ISO 8601 time, got {show(v)}")
+        raise Bad(_at(at, key), f"expected an ISO 8601 time, got {show(v)}")
     try:
         t = datetime.fromisoformat(v)
     except ValueError:
-        raise Bad(f"{at}.{key}", f"expected an ISO 8601 time, got {show(v)}") from None
+        raise Bad(_at(at, key), f"expected an ISO 8601 time, got {show(v)}") from None
     return t.replace(tzinfo=None) if t.tzinfo is None else t
 
 

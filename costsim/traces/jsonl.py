@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..resources import read_text as _read
+from ..config import MAX_SECONDS, MAX_TOKENS
 from ._check import Bad as _Bad  # a field that does not validate (field path, what is wrong)
+from ._check import finite, show
 from .schema import ESTIMABLE_FIELDS, SCHEMA_VERSION, STEP_KINDS, Step, Task
 
 FORMAT = "costsim-trace"
@@ -54,9 +56,11 @@ def _int(obj: dict, key: str, where: str, default=None, minimum: int = 0) -> int
         return default
     v = obj[key]
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _Bad(where + key, f"expected an integer, got {json.dumps(v)[:40]}")
+        raise _Bad(where + key, f"expected an integer, got {show(v)}")
     if v < minimum:
         raise _Bad(where + key, f"must be >= {minimum}, got {v}")
+    if v > MAX_TOKENS:
+        raise _Bad(where + key, f"must be at most {MAX_TOKENS:.0e}, got {show(v)}")
     return v
 
 
@@ -82,15 +86,19 @@ def _unicode(v: str, field: str) -> str:
     return v
 
 
-def _opt_float(obj: dict, key: str, where: str, minimum: float | None = None) -> float | None:
+def _opt_float(obj: dict, key: str, where: str, minimum: float | None = None,
+               maximum: float = math.inf) -> float | None:
     v = obj.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _Bad(where + key, f"expected a finite number or null, got {json.dumps(v)[:40]}")
-    if minimum is not None and v < minimum:
+    f = finite(v)
+    if f is None:
+        raise _Bad(where + key, f"expected a finite number or null, got {show(v)}")
+    if minimum is not None and f < minimum:
         raise _Bad(where + key, f"must be >= {minimum}, got {v}")
-    return float(v)
+    if f > maximum:
+        raise _Bad(where + key, f"must be at most {maximum:g}, got {show(v)}")
+    return f
 
 
 def step_from_dict(d, where: str = "") -> Step:
@@ -126,8 +134,8 @@ def step_from_dict(d, where: str = "") -> Step:
         tool=_str(d, "tool", where),
         context_tokens=_int(d, "context_tokens", where, default=-1, minimum=-1),
         model=_str(d, "model", where),
-        duration_s=_opt_float(d, "duration_s", where, minimum=0.0),
-        tool_duration_s=_opt_float(d, "tool_duration_s", where, minimum=0.0),
+        duration_s=_opt_float(d, "duration_s", where, 0.0, MAX_SECONDS),
+        tool_duration_s=_opt_float(d, "tool_duration_s", where, 0.0, MAX_SECONDS),
         verdict=verdict,
         estimated=estimated,
         estimated_fields=tuple(ef),
@@ -189,18 +197,45 @@ def task_to_dict(t: Task) -> dict:
 def dumps_jsonl(tasks, **header) -> str:
     """The JSONL text of ``tasks`` with a header line; ``header`` adds free fields to it."""
     head = {"format": FORMAT, "schema_version": SCHEMA_VERSION, **header}
+    bad = _not_unicode(head)
+    if bad:
+        raise TraceError(f"the header's field {bad!r}: {_NOT_UNICODE}")
     lines = [json.dumps(head, ensure_ascii=False, allow_nan=False)]
     seen = set()
     for t in tasks:
         if t.task_id in seen:
             raise TraceError(f"task {t.task_id!r}: duplicate task_id")
         seen.add(t.task_id)
+        d = task_to_dict(t)
+        bad = _not_unicode(d)
+        if bad:
+            raise TraceError(f"task {t.task_id!r}: field {bad!r}: {_NOT_UNICODE}")
         try:
-            lines.append(json.dumps(task_to_dict(t), ensure_ascii=False, allow_nan=False,
-                                    separators=(",", ":")))
+            lines.append(json.dumps(d, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
         except (TypeError, ValueError) as e:
             raise TraceError(f"task {t.task_id!r}: cannot be written as JSON: {e}") from None
     return "\n".join(lines) + "\n"
+
+
+_NOT_UNICODE = "not valid Unicode (a lone surrogate: a JSON \\ud800-style escape, or a file name not in UTF-8)"
+
+
+def _not_unicode(v, at: str = "") -> str | None:
+    """The path of the first string in ``v`` (dicts, lists, keys) that UTF-8 cannot hold."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return at or "(value)"
+        return None
+    items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else ()
+    for k, x in items:
+        where = f"{at}[{k}]" if isinstance(k, int) else f"{at}.{k}" if at else str(k)
+        bad = _not_unicode(k, where) if isinstance(k, str) else None
+        bad = bad or _not_unicode(x, where)
+        if bad:
+            return bad
+    return None
 
 
 def _header(obj, name: str, lineno: int) -> dict:

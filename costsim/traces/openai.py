@@ -37,7 +37,7 @@ def _key(m: Msg) -> tuple:
     def canon(a: str) -> str:
         try:
             return json.dumps(json.loads(a), sort_keys=True, separators=(",", ":"))
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: also a number past 4,300 digits
             return a
     return (m.role, m.text, tuple((x.name, canon(x.arguments)) for x in m.calls), m.tool_call_id)
 
@@ -136,6 +136,8 @@ def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = 
             if "request" in obj:
                 history, msg = _call(obj)
                 g = by_id.get(tid) if tid is not None else _continues(groups, history)
+                if g is not None and g.keys is None:  # a whole conversation: nothing continues it
+                    raise c.Bad("task_id", f"{tid!r} already used by line {first_line[id(g)]} (a whole conversation)")
                 if g is None:
                     g = _Group(tid, history)
                     groups.append(g)

@@ -32,10 +32,12 @@ The model is ``gen_ai.response.model``, else ``gen_ai.request.model``; the provi
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import MAX_TOKENS
 from . import _check as c
 from .convert import apportion, estimate_tokens
 from .jsonl import TraceError, read_text
@@ -126,14 +128,14 @@ def _attrs(raw, at: str) -> dict:
 
 
 def _ns(span: dict, key: str, at: str) -> int:
+    """Unix nanoseconds: OTLP/JSON writes them as a decimal string (a JSON number is taken
+    too); at most 20 digits, past any clock."""
     v = span.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not v.isdigit()) or \
-            (isinstance(v, str) and len(v) > 20):
-        raise c.Bad(f"{at}.{key}", f"expected unix nanoseconds, got {c.show(v)}")
-    n = int(v)
-    if n < 0:
-        raise c.Bad(f"{at}.{key}", f"expected unix nanoseconds, got {c.show(v)}")
-    return n
+    if isinstance(v, str) and re.fullmatch(r"[0-9]{1,20}", v):
+        return int(v)
+    if type(v) is int and 0 <= v < 10**20:
+        return v
+    raise c.Bad(f"{at}.{key}", f"expected unix nanoseconds, got {c.show(v)}")
 
 
 def _spans(doc, where: str):
@@ -165,9 +167,10 @@ def _spans(doc, where: str):
                     attrs = _attrs(sp.get("attributes"), f"{at}.attributes")
                     for key in (*INPUT_TOKENS, *OUTPUT_TOKENS, *CACHED_TOKENS, *REASONING_TOKENS):
                         v = attrs.get(key)
-                        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                              or v < 0 or v != int(v) or v > 1e12):
-                            raise c.Bad(f"{at}.attributes.{key}", f"expected a token count >= 0, got {c.show(v)}")
+                        f = c.finite(v)
+                        if v is not None and (f is None or not 0 <= f <= MAX_TOKENS or f != int(f)):
+                            raise c.Bad(f"{at}.attributes.{key}", f"expected a token count in [0, {MAX_TOKENS:.0e}], "
+                                                                 f"got {c.show(v)}")
                     yield Span(ids[0], ids[1], parent, name if isinstance(name, str) else "", start, end, attrs, where)
 
 
@@ -202,11 +205,13 @@ def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool
             for s in got:
                 spans[(s.trace, s.id)] = s
     runs, orphans = _runs(spans)
+    kept = {id(s) for r in runs for s in r.spans}
     for s in orphans:
         msg = f"{s.where}: span {s.name!r} ({s.id}): its parent {s.parent} is in none of the files"
         if strict:
             raise TraceError(msg + " (a trace split across files: give them all)")
-        warnings.append(msg + "; taken as a root of its trace")
+        warnings.append(msg + ("; taken as a root of its trace" if id(s) in kept
+                               else "; left out: taken as a root, it is outside every agent run of its trace"))
     kinds = ToolKinds(tool_kinds)
     tasks, unmatched = [], 0
     for run in runs:
@@ -222,14 +227,20 @@ def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool
 
 def _documents(text: str) -> list[tuple[int, str]]:
     """One document per non-empty line (JSON Lines), or the whole text when it is one document
-    spread over lines."""
+    spread over lines (it parses whole, or none of its lines is an object of its own: then its
+    one error is said once, not once a line)."""
     lines = [(i, ln) for i, ln in enumerate(text.split("\n"), start=1) if ln.strip()]
-    if len(lines) > 1:
-        try:
-            json.loads(lines[0][1])
-        except (json.JSONDecodeError, RecursionError):
-            return [(1, text)]  # a pretty-printed document
+    if len(lines) > 1 and (_parses(text) is not None or not any(isinstance(_parses(ln), dict) for _, ln in lines)):
+        return [(1, text)]
     return lines
+
+
+def _parses(text: str):
+    """The JSON value of ``text``, or None where it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # ValueError: also a number past 4,300 digits
+        return None
 
 
 def _runs(spans: dict) -> tuple[list[_Run], list[Span]]:

@@ -12,6 +12,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+from ._check import show
 from .jsonl import TraceError, read_text
 
 _AIRLINE_READ = ("get_reservation_details", "get_user_details", "list_all_airports",
@@ -55,7 +56,7 @@ class ToolKinds:
 
 def _check_kind(value, name: str, where: str) -> str:
     if value not in ("read", "write"):
-        raise TraceError(f"{where}: field {name!r}: expected \"read\" or \"write\", got {json.dumps(value)[:40]}")
+        raise TraceError(f"{where}: field {name!r}: expected \"read\" or \"write\", got {show(value)}")
     return value
 
 
