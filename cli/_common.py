@@ -235,7 +235,9 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise UserError(f"{shown}: cannot write there ({e.strerror or e})") from None
+        file = next((q for q in where.parents if q.exists() and not q.is_dir()), where if where.is_file() else None)
+        why = f"{file} is a file, not a folder" if file is not None else e.strerror or e
+        raise UserError(f"{shown}: cannot write there ({why})") from None
     except ValueError as e:  # a NUL in the name
         raise UserError(f"{shown}: not a valid path ({e})") from None
     return p

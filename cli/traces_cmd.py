@@ -33,11 +33,11 @@ def _tool_kinds(paths):
     return out
 
 
-def _import(fn, importer: str, files, out: Path, tools, strict: bool, many: bool = False):
+def _import(fn, importer: str, files, out: str, tools, strict: bool, many: bool = False):
     """Run importer ``fn`` on ``files`` (all of them with ``many``, else the one) and finish."""
     from costsim.traces import TraceError
 
-    check_output(out, inputs=(*files, *(tools or ())))
+    out = check_output(out, inputs=(*files, *(tools or ())))
     with user_errors(TraceError):
         result = fn(list(files) if many else files[0], tool_kinds=_tool_kinds(tools), strict=strict)
     _finish_import(result, files[0], out, importer, tools, inputs=tuple(files))
@@ -109,7 +109,7 @@ def _import_command(fmt: str):
     target, doc, files_help, tools_help, strict_help, many = _IMPORTERS[fmt]
 
     def command(files=typer.Argument(..., help=files_help, metavar="FILE..." if many else "FILE"),
-                out: Path = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
+                out: str = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
                 tools: Optional[List[Path]] = typer.Option(None, "--tools", help=tools_help),
                 strict: bool = typer.Option(False, "--strict", help=strict_help)):
         import importlib
@@ -118,7 +118,7 @@ def _import_command(fmt: str):
         fn = getattr(importlib.import_module(f"costsim.traces.{module}"), name)
         _import(fn, fmt, files if many else [files], out, tools, strict, many=many)
 
-    command.__annotations__ = {"files": List[Path] if many else Path, "out": Path, "tools": Optional[List[Path]],
+    command.__annotations__ = {"files": List[Path] if many else Path, "out": str, "tools": Optional[List[Path]],
                                "strict": bool}
     command.__doc__, command.__name__ = doc, f"import_{fmt}_cmd"
     return command

@@ -84,3 +84,10 @@ def test_an_output_that_is_a_fifo_is_refused_not_replaced(here, capsys):
     code, _, err = run(capsys, "traces", "import", "tau2", "tau_ok.json", "-o", "out.fifo")
     assert code == 2 and "not a regular file" in err
     assert not Path("out.fifo").is_file()  # still the FIFO
+
+
+@pytest.mark.parametrize("out,said", [("", "the output path is empty"),
+                                      ("tau_ok.json/x.jsonl", "cannot write there (tau_ok.json is a file, not a folder)")])
+def test_an_output_path_that_cannot_be_is_said_plainly(here, capsys, out, said):
+    code, _, err = run(capsys, "traces", "import", "tau2", "tau_ok.json", "-o", out)
+    assert code == 2 and said in err
