@@ -73,7 +73,10 @@ def render(r: dict) -> str:
         f"  weak steps drafted per committed step                          {r['weak_steps_per_commit']:.2f} steps",
         f"  {'strong calls per task (' + format(r['steps_per_task'], 'g') + ' committed steps)':<63}"
         f"{r['strong_calls_per_task']:.2f} calls (Strong-only {r['strong_only_calls_per_task']:g})",
-        f"  limits: R(p=0) = v/d + rho = {r['R_limit_p0']:.3f};  R(p→1) = v/(n d) = {r['R_limit_p1']:.3f}",
+        (f"  limits: R(p=0) = v/d + rho = {r['R_limit_p0']:.3f};  R(p→1) = v/(n d) = {r['R_limit_p1']:.3f}"
+         if r["write_rate"] is None else
+         f"  limits (renewal form): R(p=0) = {r['R_limit_p0']:.3f};  R(p=1) = {r['R_limit_p1']:.3f} "
+         f"(only chunks ending at a write are reviewed)"),
         f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
         + ("  (never faster: R_u ≥ 1)" if r["break_even_kappa"] <= 0 else ""),
         f"  best K for this p_u (min L_u over K = 1..64)                   K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})",

@@ -172,8 +172,11 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "v_over_d": vd, "rho": rho_, "kappa": kap,
         "break_even_kappa": float(bek),
         "best_K": int(best_k), "best_K_L": float(best_L),
-        "R_limit_p0": float(formulas.R_limit_p0(vd, rho_)),
-        "R_limit_p1": float(formulas.R_limit_p1(K if write_rate is None else n_mean, vd)),
+        # The limits of the form reported: the paper's, or the renewal one's (reads commit unreviewed).
+        "R_limit_p0": float(formulas.R_limit_p0(vd, rho_) if write_rate is None
+                            else formulas.renewal_ratios(0.0, pr, pu, vd, rho_, kap)["R"]),
+        "R_limit_p1": float(formulas.R_limit_p1(K, vd) if write_rate is None
+                            else formulas.renewal_ratios(1.0, pr, pu, vd, rho_, kap)["R"]),
         "roofline": {
             "R_time": float(in_time["time"]["R"]), "L_time": float(in_time["time"]["L"]),
             "strong_hbm_ratio": float(in_time["hbm"]["R"]),

@@ -31,7 +31,7 @@ from functools import cache, cached_property
 import numpy as np
 
 from .memory import STATE_DTYPE
-from .profiles import DTYPE_BYTES, Deployment
+from .profiles import DTYPE_BYTES, Deployment, ProfileError
 
 #: Activations cross the interconnect in BF16 (vLLM, SGLang and TensorRT-LLM all-reduce in the
 #: model's activation dtype).
@@ -267,9 +267,12 @@ def coefficients(dep: Deployment) -> Coefficients:
     moe_layers = m.n_moe_layers if m.is_moe else 0
     comm_tok = fixed_coll_us = 0.0
     if n > 1:
+        if not dev.interconnect_bandwidth_gbps > 0:  # its collectives cross the link: no figure, no cost
+            raise ProfileError(f"{dev.name} has no interconnect_bandwidth_gbps in its profile: {m.name} on {n} GPUs "
+                               "cannot be costed without it (GB/s, both directions, per GPU)")
         a2a = 2 * moe_layers if dep.expert_parallel else 0
         ar = 2 * m.num_layers - a2a // 2
-        link = max(dev.interconnect_bandwidth_gbps, 1e-9) * 1e9 / 2.0  # datasheets give both directions
+        link = dev.interconnect_bandwidth_gbps * 1e9 / 2.0  # datasheets give both directions
         comm_tok = (ar * 2.0 * (n - 1) / n + a2a * m.experts_per_token * (n - 1) / n) * m.hidden_size * b_act / link
         fixed_coll_us = ar * eng.collective_us("allreduce", n) + a2a * eng.collective_us("alltoall", n)
     fixed_s = (eng.iteration_overhead_ms * 1e-3 + 1e-6 * (m.num_layers * eng.layer_latency_us

@@ -89,20 +89,19 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
 
 
 def cell_id(cell: dict) -> str:
-    """A stable hash of a cell's settings, of the contents of the files it names (a calibration,
-    a trace: changed, they invalidate the cells that used them) and of costsim's code and data
-    (:func:`costsim.resources.code_digest`: an upgrade does not reuse the cells of another)."""
-    traces = cell.get("trace") or []
-    files = {"calibration": [cell["calibration"]] if cell.get("calibration") else [],
-             "trace": [traces] if isinstance(traces, str) else list(traces)}
-    extra = {}
-    for key, paths in files.items():
-        for path in paths:
+    """A stable hash of a cell's settings, of the contents of every file they name (a trace, a
+    profile, a config.json, a calibration: changed, they invalidate the cells that used them) and
+    of costsim's code and data (:func:`costsim.resources.code_digest`: an upgrade does not reuse
+    the cells of another)."""
+    files = {}
+    for key, v in cell.items():
+        for name in ([v] if isinstance(v, str) else v if isinstance(v, list) else []):
             try:
-                extra.setdefault(f"{key}_sha256", []).append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
-            except OSError:
-                pass  # a shipped trace's name (in the code digest), or the cell's run reports the file
-    blob = json.dumps({"cell": cell, "costsim": code_digest(), **extra}, sort_keys=True, default=str)
+                if isinstance(name, str) and Path(name).is_file():
+                    files.setdefault(key, []).append(hashlib.sha256(Path(name).read_bytes()).hexdigest())
+            except (OSError, ValueError):
+                pass  # a name (shipped: in the code digest), or the cell's own run reports the file
+    blob = json.dumps({"cell": cell, "costsim": code_digest(), "files_sha256": files}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -65,3 +65,14 @@ def test_predict_text_names_units_and_sources():
     for phrase in ("R_u", "L_u", "weight passes", "calls", "balance point", "memory-bound", "sequences",
                    "default:", "roofline (vllm strong, vllm weak):", "fp8 weights, vllm", "8x h20", "compute-bound"):
         assert phrase in out
+
+
+@pytest.mark.parametrize("write_rate", [None, 0.3, 1.0])
+def test_the_limits_printed_are_those_of_the_form_reported(write_rate):
+    # R(p=0) and R(p=1) of the reported form are its R at p = 0 and p = 1 (the renewal form
+    # commits unreviewed reads, so its limits are not the paper's v/d + rho and v/(n d)).
+    from costsim.predict import predict
+
+    at0, at1 = predict(0.0, 6, write_rate=write_rate), predict(1.0, 6, write_rate=write_rate)
+    assert at0["R_limit_p0"] == pytest.approx(at0["R"], rel=1e-9)
+    assert at1["R_limit_p1"] == pytest.approx(at1["R"], rel=1e-9)

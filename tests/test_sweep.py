@@ -151,3 +151,12 @@ def test_a_cell_is_keyed_by_the_files_it_names_and_by_costsims_code(tmp_path, mo
     after = sweep.cell_id(cell)
     monkeypatch.setattr(sweep, "code_digest", lambda: "another costsim")
     assert sweep.cell_id(cell) != after  # an upgrade does not reuse the cells of another version
+
+
+def test_a_cell_is_keyed_by_the_profiles_it_names(tmp_path):
+    dev = tmp_path / "dev.toml"
+    dev.write_text("bandwidth = 4000")
+    cell = {"strong_device": str(dev), "weak_device": str(dev), "p": 0.8}
+    before = sweep.cell_id(cell)
+    dev.write_text("bandwidth = 400")
+    assert sweep.cell_id(cell) != before
