@@ -69,6 +69,9 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
     unknown = set(data) - {"base", "grid"}
     if unknown:
         raise ValueError(f"{origin}: unknown table(s) {', '.join(sorted(unknown))}; expected [base] and [grid]")
+    for table in ("base", "grid"):
+        if not isinstance(data.get(table, {}), dict):
+            raise ValueError(f"{origin}: {table} must be a table ([{table}])")
     base, grid = dict(data.get("base", {})), dict(data.get("grid", {}))
     allowed = setting_keys() | set(TASK_KEYS)
     for k, v in grid.items():
@@ -84,8 +87,33 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
     for combo in itertools.product(*(grid[k] for k in keys)):
         cell = {**base, **dict(zip(keys, combo))}
         _scenario(cell)  # validate now, not on a worker
+        _check_tasks(cell, origin)
         out.append(cell)
     return out
+
+
+#: The most synthetic tasks a cell may have (simulate's --tasks bound).
+MAX_SYNTHETIC_TASKS = 1_000_000
+
+
+def _check_tasks(cell: dict, origin: str) -> None:
+    """ValueError (one line) unless the cell's tasks are a trace (names, each a file or a
+    shipped trace) or a count of synthetic tasks in [1, MAX_SYNTHETIC_TASKS] with a seed >= 0."""
+    from .traces import shipped
+
+    if "trace" in cell:
+        names = cell["trace"] if isinstance(cell["trace"], list) else [cell["trace"]]
+        for n in names:
+            if not isinstance(n, str) or not n:
+                raise ValueError(f"{origin}: trace must be a name or a list of names, got {cell['trace']!r}")
+            if not Path(n).exists() and n.removesuffix(".jsonl") not in shipped():
+                raise ValueError(f"{origin}: trace {n!r}: no such file, and not a shipped trace "
+                                 f"(shipped: {', '.join(shipped())})")
+        return
+    for key, lo, hi in (("synthetic_tasks", 1, MAX_SYNTHETIC_TASKS), ("task_seed", 0, 2**63 - 1)):
+        v = cell.get(key, lo)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError(f"{origin}: {key} must be a whole number in [{lo}, {hi:,}], got {v!r}")
 
 
 def cell_id(cell: dict) -> str:

@@ -9,7 +9,7 @@ back) or open-loop (tasks arriving as a Poisson process of ``arrival_rate`` per 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import simpy
@@ -93,6 +93,12 @@ def protocol_options(sc: Scenario) -> dict:
 
 def validate(sc: Scenario) -> None:
     """Raise ValueError with a one-line message for an impossible scenario."""
+    for f in fields(Scenario):  # the numbers first: a sweep's grid may hold anything
+        v = getattr(sc, f.name)
+        if f.type in ("float", "int", "float | None", "int | None") and v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float))):
+            flag = "p-accept" if f.name == "p" else f.name.replace("_", "-")
+            raise ValueError(f"--{flag} must be a number, got {v!r}")
     if not 0.0 <= sc.p <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {sc.p}")
     from ..formulas import MAX_K
