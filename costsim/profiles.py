@@ -295,6 +295,13 @@ def _build(cls, data: dict, origin: str):
     if unknown:
         raise ProfileError(f"{origin}: unknown field(s) {', '.join(unknown)}")
     data = dict(data)
+    for f in fields(cls):  # the kinds that are not numbers: a word, names, a table, a flag
+        v, kind = data.get(f.name), str(f.type).split(" ")[0]
+        ok = {"str": lambda: isinstance(v, str), "bool": lambda: isinstance(v, bool), "dict": lambda: isinstance(v, dict),
+              "tuple[str,": lambda: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)}.get(kind)
+        if v is not None and ok is not None and not ok():
+            want = {"str": "a string", "bool": "true or false", "dict": "a table", "tuple[str,": "a list of strings"}[kind]
+            raise ProfileError(f"{origin}: {f.name} must be {want}, got {v!r}")
     data["aliases"] = tuple(data.get("aliases", ()))
     for f in fields(cls):
         v = data.get(f.name)
@@ -472,7 +479,7 @@ def model_from_hf_config(path: str) -> ModelSpec:
         return _build(ModelSpec, _hf_fields(cfg, path), path)
     except (TypeError, ValueError, OverflowError) as e:
         if isinstance(e, ProfileError):
-            raise
+            raise ProfileError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
         raise ProfileError(f"{path}: a config value has the wrong type or range ({e})") from None
 
 
@@ -490,6 +497,8 @@ def _hf_fields(cfg: dict, path: str) -> dict:
     if not (layers and hidden and heads):
         raise ProfileError(f"{path}: needs num_hidden_layers, hidden_size and num_attention_heads > 0")
     kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if not kv_heads:
+        raise ProfileError(f"{path}: num_key_value_heads must be >= 1, got 0")
     head_dim = _int(cfg, "head_dim", default=hidden // heads) or hidden // heads
     vocab = _int(cfg, "vocab_size")
     inter = _int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden)
@@ -569,6 +578,10 @@ def _hf_fields(cfg: dict, path: str) -> dict:
         dtype = "fp8"
     elif method == "mxfp4":
         expert_dtype = "mxfp4"  # the experts only: modules_to_not_convert keeps attention, router, embeddings
+    elif method and method not in ("compressed-tensors", "modelopt"):  # AWQ, GPTQ, bitsandbytes, ...
+        raise ProfileError(f"{path}: quantization_config quant_method {method!r} is not modelled (FP8 and MXFP4 "
+                           "are): give the unquantised config.json and the weights' precision with --strong-dtype "
+                           "or --weak-dtype (int4 for 4-bit weights)")
     name = Path(path).parent.name or Path(path).stem
     label = str(cfg.get("_name_or_path") or name)
     return dict(
@@ -588,7 +601,8 @@ def _hf_fields(cfg: dict, path: str) -> dict:
 
 
 def _dtype_of(torch_dtype) -> str:
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(torch_dtype), "bf16")
+    t = str(torch_dtype)
+    return "fp8" if t.startswith("float8") else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(t, "bf16")
 
 
 # --- Deployment --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Every shipped profile loads, validates and names the source of every figure."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -80,3 +81,50 @@ def test_types_are_frozen():
         d.memory_gb = 1
     assert isinstance(d, Device) and isinstance(load_api(names("apis")[0]), ApiEndpoint)
     assert isinstance(load_model("qwen3-8b"), ModelSpec)
+
+
+_DEVICE = 'name = "mydev"\ndisplay_name = "My dev"\nmemory_gb = 96\nhbm_bandwidth_gbps = 400\nbf16_dense_tflops = 148\nsource = "t"\n'
+
+
+@pytest.mark.parametrize("extra,said", [
+    ('aliases = "abc"\n', "aliases must be a list of strings, got 'abc'"),
+    ('sources = 5\n', "sources must be a table, got 5"),
+    ('family = ["x"]\n', "family must be a string"),
+])
+def test_a_profile_field_of_the_wrong_kind_is_one_line(tmp_path, extra, said):
+    from costsim.profiles import ProfileError, load_device
+
+    p = tmp_path / "d.toml"
+    p.write_text(_DEVICE + extra)
+    with pytest.raises(ProfileError, match=re.escape(said)):
+        load_device(str(p))
+
+
+def test_a_device_without_an_interconnect_is_refused_on_more_than_one_gpu(tmp_path):
+    from costsim import roofline
+    from costsim.profiles import Deployment, ProfileError, load_device
+
+    p = tmp_path / "d.toml"
+    p.write_text(_DEVICE)
+    dev = load_device(str(p))
+    one = Deployment(load_model("llama-3.1-8b"), dev, 1, "bf16")
+    assert roofline.coefficients(one).comm_s_per_token == 0.0  # one GPU: no link needed
+    with pytest.raises(ProfileError, match="no interconnect_bandwidth_gbps in its profile"):
+        roofline.coefficients(Deployment(load_model("llama-3.1-8b"), dev, 2, "bf16"))
+
+
+def test_a_config_json_the_model_cannot_read_is_refused_naming_the_file(hf_config):
+    from conftest import LLAMA_8B_CONFIG
+
+    from costsim.profiles import model_from_hf_config
+
+    with pytest.raises(ProfileError, match="num_key_value_heads must be >= 1"):
+        model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "num_key_value_heads": 0}))
+    awq = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}}
+    with pytest.raises(ProfileError, match="quant_method 'awq' is not modelled"):
+        model_from_hf_config(hf_config(awq))
+    path = hf_config({**LLAMA_8B_CONFIG, "num_hidden_layers": True})
+    with pytest.raises(ProfileError, match=re.escape(path) + ": num_hidden_layers must be a number"):
+        model_from_hf_config(path)
+    # An FP8 checkpoint named by its torch dtype alone is FP8.
+    assert model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "torch_dtype": "float8_e4m3fn"})).default_dtype == "fp8"

@@ -54,7 +54,8 @@ def test_moe_reads_union_of_experts(toy_device, toy_moe):
 def test_decode_time_monotone_in_batch(b1, b2, ctx):
     from costsim.profiles import Device
 
-    dev = Device(name="d", display_name="d", memory_gb=96, hbm_bandwidth_gbps=4000, bf16_dense_tflops=148, source="t")
+    dev = Device(name="d", display_name="d", memory_gb=96, hbm_bandwidth_gbps=4000, bf16_dense_tflops=148, source="t",
+                 interconnect_bandwidth_gbps=900)
     m = ModelSpec(name="m", display_name="m", num_layers=40, hidden_size=4096, num_attention_heads=32,
                   num_kv_heads=4, head_dim=128, total_params_b=100, active_params_b=10, source="t",
                   num_experts=128, experts_per_token=8)
