@@ -123,8 +123,8 @@ def parse_rate(text: str) -> float:
     if not m or (m.group(2) and m.group(2) not in _RATE_UNITS):
         raise UserError(f"--task-rate {text!r}: expected a number of tasks per unit, e.g. 2/s, 120/min, 7200/h")
     rate = float(m.group(1)) / _RATE_UNITS[m.group(2) or "s"]
-    if not 0 < rate < math.inf:
-        raise UserError(f"--task-rate must be a finite rate > 0, got {text!r}")
+    if not 1e-6 <= rate <= 1e6:  # one task in 11.6 days to a million a second
+        raise UserError(f"--task-rate must be in [1e-6, 1e6] tasks/s, got {text!r}")
     return rate
 
 

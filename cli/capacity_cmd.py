@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import List, Optional
 
 import typer
@@ -40,8 +41,8 @@ def capacity(
     if not 0 < tolerance < 1:
         raise UserError(f"--tolerance must be in (0, 1), got {tolerance}")
     for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
-        if v is not None and not v >= 0:
-            raise UserError(f"{name} must be >= 0 USD per GPU-hour, got {v}")
+        if v is not None and not 0 <= v < math.inf:
+            raise UserError(f"{name} must be a finite number >= 0 USD per GPU-hour, got {v}")
     names = split_names(protocols, "--protocols")
 
     from costsim import capacity as cap

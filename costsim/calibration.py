@@ -24,6 +24,7 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 
+from .config import MAX_RATIO
 from .resources import read_text
 
 RATIO_KEYS = ("kappa", "v_over_d", "rho")
@@ -68,6 +69,8 @@ def endpoint_fits(cal: Calibration) -> tuple:
 
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration TOML file."""
+    if not str(path).strip():
+        raise CalibrationError("the calibration path is empty")
     try:
         data = tomllib.loads(read_text(path))
     except FileNotFoundError:
@@ -81,8 +84,8 @@ def load_calibration(path: str) -> Calibration:
     for k, v in ratios.items():
         if k not in RATIO_KEYS:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise CalibrationError(f"{path}: ratios.{k} must be a finite number >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_RATIO:
+            raise CalibrationError(f"{path}: ratios.{k} must be a finite number in [0, {MAX_RATIO:g}], got {v!r}")
         out[k] = float(v)
     if not out:
         raise CalibrationError(f"{path}: [ratios] has none of {', '.join(RATIO_KEYS)}")

@@ -115,6 +115,9 @@ ON_API = (*API_BILLED, *API_BILLED.values())
 #: tokens a recorded call may count: far past any real agent, and short of the float overflows
 #: that would print inf or nan.
 MAX_SECONDS, MAX_TOKENS = 1e6, 10**9
+#: The largest time ratio (kappa, v/d, rho) and steps per task any command takes: far past any
+#: real deployment, short of the overflows that would print inf.
+MAX_RATIO, MAX_STEPS = 1000.0, 1e6
 
 
 # --- each protocol's options ------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .config import DEPLOYMENTS, SOURCES, WORKLOAD
+from .config import DEPLOYMENTS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD
 from .protocols.schedule import check_scale
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
@@ -31,11 +31,13 @@ def _validate(p, K, write_rate, batch, steps, overrides):
         raise ValueError(f"--write-rate must be in (0, 1], got {write_rate}")
     if batch < 1:
         raise ValueError(f"--batch must be >= 1, got {batch}")
-    if not (np.isfinite(steps) and steps > 0):
-        raise ValueError(f"--steps must be a finite number > 0, got {steps}")
+    if not (np.isfinite(steps) and 0 < steps <= MAX_STEPS):
+        raise ValueError(f"--steps must be a finite number in (0, {MAX_STEPS:g}], got {steps}")
     for k, v in overrides.items():
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
+        if k in ("v_over_d", "rho", "kappa") and v is not None and v > MAX_RATIO:
+            raise ValueError(f"--{k.replace('_', '-')} must be at most {MAX_RATIO:g}, got {v:g}")
     if overrides.get("step_tokens") is not None and overrides["step_tokens"] < 1:  # it divides
         raise ValueError(f"--step-tokens must be at least 1 token (a step decodes something), got {overrides['step_tokens']}")
     # Upper bounds on what sizes a call, as simulate's: far past any real agent, and short of
@@ -99,7 +101,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         src[name] = default_src
         return default
 
-    cal = load_calibration(calibration) if calibration else None
+    cal = load_calibration(calibration) if calibration is not None else None
     cr = cal.ratios if cal else {}
     tok = {k: pick(k, v, None, getattr(WORKLOAD, k), "default: " + SOURCES[k]) for k, v in
            dict(step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,

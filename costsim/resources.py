@@ -65,14 +65,18 @@ def read_text(path) -> str:
     device or a directory is refused at once, never waited on), at most :data:`MAX_INPUT_BYTES`.
     Failures are ``OSError`` (the callers' one-line errors name the file) or ``UnicodeDecodeError``."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:  # before fdopen: on a directory it fails itself, naming the descriptor, not the path
+        st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         if st.st_size > MAX_INPUT_BYTES:
             raise OSError(errno.EFBIG, f"larger than {MAX_INPUT_BYTES >> 20} MiB", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         data = f.read()
     return data.decode("utf-8-sig")
 

@@ -50,7 +50,7 @@ BAD = [
     (["simulate", "--tasks", "2", "-q", "--protocols", "specagent-hold-responses", "--option", "chunking=writes-only"],
      "(specagent-hold-responses fixes chunking=hold-messages)"),
     (["simulate", "--arrival-rate", "1", "--sessions", "4", "--tasks", "2", "-q"], "are exclusive"),
-    (["predict", "-p", "0.8", "--K", "6", "--steps", "nan"], "--steps must be a finite number > 0"),
+    (["predict", "-p", "0.8", "--K", "6", "--steps", "nan"], "--steps must be a finite number in (0, 1e+06]"),
     (["predict", "-p", "0.8", "--K", "6", "--step-tokens", "0"], "--step-tokens must be at least 1 token"),
     (["predict", "-p", "0.8", "--strong-step-scale", "0"], "--strong-step-scale must be a number in (0, 1000]"),
     (["predict", "-p", "0.8", "--step-tokens", "1e308"], "--step-tokens must be at most 1e+06 tokens"),
@@ -145,15 +145,6 @@ def test_count_intervals_do_not_go_below_zero():
     assert mean_ci([-1.0, 1.0, 2.0])["ci95"][0] < 0  # a signed quantity keeps its interval
 
 
-def test_write_rate_limit_uses_the_mean_reviewed_chunk(capsys):
-    from costsim import formulas
-    from costsim.predict import predict
-
-    r = predict(0.8, 6, write_rate=0.3)
-    assert r["R_limit_p1"] == pytest.approx(float(formulas.R_limit_p1(r["n"], r["v_over_d"])))
-    assert r["n"] < 6
-
-
 def test_traces_with_huge_numbers_or_lone_surrogates(tmp_path, capsys):
     from costsim.traces import Step, Task, dumps_jsonl
 
@@ -198,3 +189,19 @@ def test_ctrl_c_says_interrupted_and_exits_130(tmp_path):
         raise AssertionError(f"still running 60 s after SIGINT; its signal masks then: {signals}; stderr: {err!r}")
     assert p.returncode == 130 and err.strip().endswith("costsim: interrupted"), err
     assert not out.exists() and not list(tmp_path.glob(".*.tmp"))  # no partial file
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["predict", "-p", "0.8", "--kappa", "1e308"], "--kappa must be at most 1000"),
+    (["predict", "-p", "0.8", "--v-over-d", "1e308"], "--v-over-d must be at most 1000"),
+    (["predict", "-p", "0.8", "--steps", "1e300"], "--steps must be a finite number in (0, 1e+06]"),
+    (["predict", "-p", "0.8", "--calibration", ""], "the calibration path is empty"),
+    (["capacity", "--task-rate", "1e-300"], "--task-rate must be in [1e-6, 1e6] tasks/s"),
+    (["capacity", "--task-rate", "0.5", "--strong-price", "inf"], "--strong-price must be a finite number >= 0"),
+])
+def test_sizes_past_any_deployment_are_one_line_errors(argv, said, capsys):
+    from costsim.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err

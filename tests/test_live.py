@@ -234,7 +234,8 @@ def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     # calibration's (its steps of LOCAL_WORKLOAD's size against predict's 340) is pointed out.
     assert main(["predict", "--p-accept", "0.8", "--K", "6", "--calibration", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "Calibrated (the paper's formulas with the calibration's measured time ratios)" in text
+    assert "Calibrated (the paper's formulas; measured time ratios: v/d, rho, kappa)" in text
+    assert "R_u  strong replica time / Strong-only" in text  # not weight passes: v/d and rho are time
     assert "(measured time ratio)" in text and "weight passes   calibration" not in text
     assert "the roofline section uses the device and engine profiles" in text
     d_cal = res["workload"]["step_tokens"]

@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import (MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
+from ..config import (MAX_RATIO, MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
                       VerifierOptions, check_option)
 from ..profiles import Deployment
 from ..protocols.schedule import check_scale
@@ -116,7 +116,7 @@ def validate(sc: Scenario) -> None:
     check_scale(sc.strong_step_scale, "--strong-step-scale")
     check_scale(sc.weak_step_scale, "--weak-step-scale")
     # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
-    for name, v, hi in (("rho", sc.rho, 1000.0), ("verdict-tokens", sc.verdict_tokens, 1e6),
+    for name, v, hi in (("rho", sc.rho, MAX_RATIO), ("verdict-tokens", sc.verdict_tokens, 1e6),
                         ("network-rtt", sc.network_rtt_s, MAX_SECONDS)):
         if not (math.isfinite(v) and 0 <= v <= hi):
             raise ValueError(f"--{name} must be a finite number in [0, {hi:g}], got {v}")
