@@ -64,7 +64,7 @@ def render(r: dict) -> str:
         return "(measured time ratio)" if str(src.get(k, "")).startswith("calibration") else plain
 
     lines = [
-        f"SpecAgent vs Strong-only, per committed step — p_u = {r['p']:g}, K = {r['K']}",
+        f"SpecAgent vs Strong-only, per committed step — p_u = {r['p'] + 0.0:.12g}, K = {r['K']}",
         f"  {form}",
         "",
         (f"Calibrated (the paper's formulas; measured time ratios: {', '.join(names[k] for k in measured)}"
