@@ -2,28 +2,14 @@
 searched over strong device × GPUs per strong replica (tensor parallel, and expert parallel for
 MoE) × weak device × K × protocol (and the edge–cloud option when an API profile is named).
 
-Two stages, as serving planners do: screen analytically, confirm by simulation.
-
-1. **The screen** (:class:`Screen`, :func:`search`), every configuration, in milliseconds. The
-   exact twin's expected calls of each schedule (:func:`costsim.sim.twin.call_weights`, once
-   per protocol and K) costed on each deployment give every task's uncontended wall time and
-   the decode and prefill seconds it puts on each pool at batch 1 (:class:`Rows`). Each replica
-   is then a batching server (:class:`Pool`): with ``n`` replicas sharing the task rate λ its
-   mean decode batch B solves Little's law ``B = (λ/n) · S_decode · f(B) / (1 - u)``, where f is
-   the roofline's decode iteration time at batch B over batch 1 at the tasks' median context
-   and u the share of time other calls' prefills take. A task's latency is its uncontended time
-   plus the stretch of its decode; its p95 scales with the mean. A pool with no solution, or
-   past the replica's sequence limit (``max_seqs``, or the KV pool at the median context), is
-   overloaded. For the task rate the screen picks the replica counts of least cost that meet
-   the target (:meth:`Screen.plan`).
-2. **Confirmation** (:func:`confirm`): the screen's cheapest fleets are simulated at the task
-   rate, grown until they meet the target; the recommendation (:func:`plan`) is the cheapest
-   the simulator confirms. The screen's error against the simulator is measured by
-   ``benchmarks/plan_screen_error.py``, bounded by ``tests/test_plan.py`` and stated in
-   ``docs/plan.md``.
-
-Prices are the device profiles' on-demand list prices, each with its source and date
-(:func:`prices`), unless overridden per device.
+Two stages, as serving planners do (the method, the screen's measured error, what is not
+modelled: docs/plan.md). **The screen** (:class:`Screen`, :func:`search`) costs every
+configuration in milliseconds: the exact twin's expected calls of each schedule, costed on each
+deployment (:class:`Rows`), and each replica a batching server whose mean decode batch solves
+Little's law (:class:`Pool`). **Confirmation** (:func:`confirm`) simulates the screen's cheapest
+fleets at the task rate, grown until they meet the target; the recommendation (:func:`plan`) is
+the cheapest the simulator confirms. Prices are the device profiles' dated list prices
+(:func:`prices`) unless overridden per device.
 """
 
 from __future__ import annotations

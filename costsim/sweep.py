@@ -1,42 +1,12 @@
 """Sweeps: a grid of scenarios, run serially or on Dask, into one tidy table.
 
-A grid file (TOML) has a ``[base]`` table of settings every cell shares and a ``[grid]`` table
-of lists; the cells are the cartesian product of the lists (in the file's order), each merged
-over the base::
-
-    [base]
-    trace = "tau2-airline"           # shipped trace name(s) or JSONL path(s) ...
-    # synthetic_tasks = 200           # ... or synthetic tau²-shaped tasks (task_seed = 0)
-    protocols = ["strong-only", "specagent", "agentcollab"]
-    tool_latency = "0.5"
-    options = { reflection = "inline" }   # further protocol options
-
-    [grid]
-    p = [0.6, 0.8, 0.95]
-    K = [4, 6, 8]
-    strong_device = ["h20", "h100"]
-    sessions = [1, 16]
-    seed = [0, 1, 2]
-
-Keys: every :class:`~costsim.sim.run.Scenario` field that is a number or a name (``p``, ``K``,
-``p_dist``, ``rho``, ``verdict_tokens``, ``sessions``, ``arrival_rate``, replicas, ``seed``, the
-protocol knobs ...), the deployment keys of ``costsim simulate`` (``strong``, ``weak``,
-``strong_device``, ``weak_device``, ``strong_gpus``, ``strong_dtype``, ``weak_dtype``, ``engine``,
-``weak_engine``, ``expert_parallel``),
-``tool_latency``/``user_latency`` (seconds or ``lognormal:median,sigma``), ``protocols``,
-``options``, and the tasks (``trace`` or ``synthetic_tasks`` with ``task_seed``).
-
-Each cell is a pure function of its settings (:func:`run_cell`): every random stream is seeded
-from the cell's ``seed``, so a cell gives the same numbers wherever it runs — serially, in a
-thread, in another process or on another machine with the same costsim. The table has one row
-per cell and protocol: the cell's settings, ``cell`` (:func:`cell_id`: a hash of them, of the
-files they name and of costsim's code), and every metric of
-:func:`costsim.sim.metrics.summarize` as ``<metric>`` (mean) with ``<metric>_lo``/``_hi``
-(95% interval).
-
-Resuming: each finished cell is written to ``<out>.parts/<cell>.parquet`` as soon as it is
-done; a later run of the same grid skips cells found there or in an existing ``<out>`` table,
-and removes the parts once the table is written.
+A grid file (TOML) has a ``[base]`` table every cell shares and a ``[grid]`` table of lists; the
+cells are their cartesian product, each merged over the base (the format, the keys and the
+table's columns: docs/protocols.md, "Sweeps"). Each cell is a pure function of its settings
+(:func:`run_cell`; every random stream is seeded from the cell's ``seed``), so it gives the same
+numbers serially, in another process or on another machine with the same costsim. Each finished
+cell is written to ``<out>.parts/<cell>.parquet`` at once (named by :func:`cell_id`); a later run
+of the same grid skips the cells found there or in an existing ``<out>`` table.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """A hosted API as a serving backend, and the edge-cloud protocols that run on it.
 
-``edge-cloud`` is SpecAgent's schedule with the weak drafter on a local GPU (``edge_device``, an RTX 5090 by
-default) and every strong call (review, repair) sent to an API profile from
-``hardware/api/*.toml``; ``cloud-strong-only`` is the baseline it is measured against: Strong-only's
-schedule with every step sent to the same API. Assumptions:
-
-- **The API.** A call takes ``ttft_s + prefill / input_tps + decode / output_tps`` seconds, plus
-  the scenario's network round trip (``--network-rtt``) before it. The provider has unlimited
-  capacity (no queueing, no contention between sessions). TTFT and output speed come from the
-  profile where it has them; the shipped profiles have none, so they are scenario parameters
-  (``--api-ttft``, ``--api-tps``; defaults ``costsim.config.EDGE_CLOUD``, stated assumptions,
-  not measurements). HBM bytes and FLOPs of the remote side are unknown
-  here and count as 0; ``strong_busy_s`` is the remote call time.
-- **Billing** (as :func:`costsim.formulas.api_cost_ratio`). Each call re-sends the conversation.
-  What the provider has already received as input (the previous call's whole prompt) is billed
-  as cached input; everything else — the tokens added since, including the model's own previous
-  output kept in the history — as fresh input; decoded tokens as output. A verdict is not kept
-  in the history and is not re-sent. Prices in USD per million tokens from the profile.
-- **Local weak model.** The scenario's weak model on ``edge_device``, on as many devices as hold
-  it, simulated by the roofline replica like any other.
-
-Why wall time need not drop (the paper's MCP-Atlas finding, 109 s local weak vs 105-151 s hosted
-strong per task): every committed step must first be drafted locally; when a local weak step
-takes about as long as a hosted strong step (kappa ≈ 1) SpecAgent's latency ratio L = R + kappa·n/E
-is near or above 1 even though remote calls, tokens and cost fall. The gain is remote usage.
+``edge-cloud`` is SpecAgent's schedule with the weak drafter on a local GPU and every strong call
+(review, repair) sent to an API profile (``hardware/api/*.toml``); ``cloud-strong-only``, its
+baseline, is Strong-only's schedule on the same API (defaults: ``costsim.config.EDGE_CLOUD``).
+Assumptions (docs/protocols.md, "Edge-cloud"): a call takes ``ttft_s + prefill / input_tps +
+decode / output_tps`` seconds after the network round trip, from a provider of unlimited
+capacity, whose HBM bytes and FLOPs count as 0 (``strong_busy_s`` is the remote call time); it
+is billed as :func:`costsim.formulas.api_cost_ratio` has it (what the provider has received
+before is cached input, the rest fresh input, decoded tokens output; a verdict is not re-sent),
+at the profile's USD per million tokens.
 """
 
 from __future__ import annotations
