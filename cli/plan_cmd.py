@@ -115,6 +115,7 @@ def plan(
             res = P.plan(work, base, rate, target, configs, table, confirm, bar.advance, scheduler, workers, kept)
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
+    res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"
     if figure:
         from costsim.figures.draw import plan_front, save
 
@@ -143,7 +144,8 @@ def as_json(res: dict) -> dict:
             "confirmed": [{"screen": _point(s), "simulated": r} for s, r in res["confirmed"]],
             "recommended": None if rec is None else {"screen": _point(rec[0]), "simulated": rec[1]},
             "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
-            "prices": res["prices"], "resumed": res.get("resumed"), "assumptions": ASSUMPTIONS}
+            "prices": res["prices"], "resumed": res.get("resumed"), "engine": res["engine"],
+            "assumptions": ASSUMPTIONS}
 
 
 ASSUMPTIONS = [
@@ -211,5 +213,5 @@ def render(res: dict) -> str:
         usd = "none" if p["usd_per_gpu_hour"] is None else f"{p['usd_per_gpu_hour']:.2f}"
         age = f", {p['date']} ({p['age_days']} days old)" if p["date"] else ""
         lines.append(f"  {dev:<10} {usd:>6}  {p['source'][:110]}{'...' if len(p['source']) > 110 else ''}{age}")
-    lines += ["", "assumptions:", *(f"  - {a}" for a in ASSUMPTIONS)]
+    lines += ["", "assumptions:", f"  - engine: {res['engine']}", *(f"  - {a}" for a in ASSUMPTIONS)]
     return "\n".join(lines)

@@ -36,9 +36,9 @@ class Workload:
 WORKLOAD = Workload()
 WORKLOAD_SOURCES = {
     "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
-    "step_tokens": "median completion tokens per agent call, shipped tau² Airline trace",
-    "obs_tokens": "median tool-result tokens (chars/4), shipped tau² Airline trace",
-    "context_tokens": "median prompt tokens per agent call, shipped tau² Airline trace",
+    "step_tokens": "median completion tokens over the 467 agent calls of the recorded tau²-Bench Airline run",
+    "obs_tokens": "median tool result of that run, ceil(chars/4) over its 371 tool calls: 174",
+    "context_tokens": "median prompt tokens over the 467 agent calls of that run",
     "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
     "K": "paper: the chunk size of its tau² runs",
     "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",

@@ -1,7 +1,7 @@
 """`costsim predict`: the closed-form answer for one scenario, with the source of every input.
 
 Each parameter resolves in this order: an explicit value (flag) > a calibration file > the
-default (derived from the default profiles and the shipped tau² Airline trace shape). The
+default (derived from the default profiles and the recorded tau²-Bench Airline run). The
 result records where each came from.
 """
 

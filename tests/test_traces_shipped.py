@@ -113,3 +113,20 @@ def test_airline_chunk_lengths_K6():
     assert c["unreviewed"] == [177, 33, 17, 8, 6, 33]
     assert c["ends"] == {"write": 61, "response": 250, "K": 24, "end": 0}
     assert sum(i * (r + u) for i, (r, u) in enumerate(zip(c["reviewed"], c["unreviewed"]), 1)) == 621
+
+
+@needs_raw
+def test_the_workload_defaults_are_the_recorded_airline_runs_medians():
+    # config.WORKLOAD_SOURCES says where 340 / 175 / 7,720 come from: the raw run's agent calls.
+    import math
+    import statistics
+
+    from costsim.config import WORKLOAD
+
+    sims = json.loads((RAW / FILES["tau2-airline"][0]).read_text())["simulations"]
+    calls = [m["usage"] for s in sims for m in s["messages"] if m["role"] == "assistant" and m.get("usage")]
+    tools = [math.ceil(len(m.get("content") or "") / 4) for s in sims for m in s["messages"] if m["role"] == "tool"]
+    assert len(calls) == 467 and len(tools) == 371
+    assert statistics.median(c["completion_tokens"] for c in calls) == WORKLOAD.step_tokens
+    assert statistics.median(c["prompt_tokens"] for c in calls) == WORKLOAD.context_tokens
+    assert statistics.median(tools) == 174 and abs(WORKLOAD.obs_tokens - 174) <= 1

@@ -114,6 +114,7 @@ def notes(tasks, result) -> list[str]:
                    f"tokens {lo:.0%}-{hi:.0%} there, {m['strong_decode_tokens_ratio']['mean']:.1%} here (a review "
                    f"decodes a verdict, not a step: the paper's share needs verdicts of a few hundred tokens or "
                    f"thinking strong steps); wall {bench['wall']} there, {m['wall_ratio']['mean']:.2f} here "
-                   f"(kappa {kappa:.2f} here; the paper's wall needs about 0.2, as with strong steps of about 2.5x the "
-                   f"weak model's tokens: --strong-step-scale, docs/protocols.md).")
+                   f"(kappa {kappa:.2f} here; the strong step scale that gives the paper's wall on the default "
+                   f"deployments is computed in figures/README.md, costsim.paper.implied_strong_step_scale: "
+                   f"--strong-step-scale, docs/protocols.md).")
     return out
