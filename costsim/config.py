@@ -313,7 +313,7 @@ def build_scenario(settings: dict, tasks=None):
         # value, checked and reported as the field is.
         opts = parse_options(settings.pop("options"))
         for k, v in opts:
-            if k in PROTOCOL_OPTIONS:
+            if k in PROTOCOL_OPTIONS and v is not None:  # none: the field's default
                 if k in settings:
                     raise ValueError(f"--option {k} is given twice: by its own setting and by --option")
                 settings[k] = v
@@ -352,33 +352,38 @@ def build_scenario(settings: dict, tasks=None):
 
 
 def parse_options(options) -> tuple:
-    """Protocol options as ``((name, value), ...)``: from a table (sorted by name), or from
+    """Protocol options as ``((name, value), ...)``: from a table (sorted by name), pairs, or
     ``NAME=VALUE`` strings in their order, values read as TOML scalars (numbers, true/false,
-    quoted or bare strings; a bare ``none`` is None); a name given twice is refused."""
+    quoted or bare strings; a bare ``none`` is None). In every form a name given twice is
+    refused and a whole-number float of a count is the count (TOML's 3.0 is 3)."""
     import tomllib
 
     if isinstance(options, dict):
-        return tuple(sorted(options.items()))
-    if isinstance(options, tuple) and all(isinstance(o, tuple) for o in options):
-        return options
-    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        pairs = sorted(options.items())
+    elif isinstance(options, tuple) and all(isinstance(o, tuple) and len(o) == 2 for o in options):
+        pairs = list(options)
+    elif isinstance(options, str) or not isinstance(options, (list, tuple)):
         raise ValueError("options must be a table of protocol options")
+    else:
+        pairs = []
+        for item in options:
+            name, eq, raw = str(item).partition("=")
+            name = name.strip().replace("-", "_")
+            if not eq or not name.isidentifier():
+                raise ValueError(f"--option {item!r}: expected NAME=VALUE")
+            try:
+                value = tomllib.loads(f"v = {raw.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = raw.strip()
+                if value.lower() == "none":  # TOML has no null: the word stands for "none" (max_span=none)
+                    value = None
+            pairs.append((name, value))
     out = []
-    for item in options:
-        name, eq, raw = str(item).partition("=")
-        name = name.strip().replace("-", "_")
-        if not eq or not name.isidentifier():
-            raise ValueError(f"--option {item!r}: expected NAME=VALUE")
-        try:
-            value = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw.strip()
-            if value.lower() == "none":  # TOML has no null: the word stands for "none" (max_span=none)
-                value = None
+    for name, value in pairs:
         if any(n == name for n, _ in out):
             raise ValueError(f"--option {name} is given twice")
         if (type(value) is float and value.is_integer() and name in OPTIONS
-                and OPTIONS[name][1].type.startswith("int")):  # TOML's 3.0 for a count: 3
+                and OPTIONS[name][1].type.startswith("int")):
             value = int(value)
         out.append((name, value))
     return tuple(out)

@@ -12,6 +12,7 @@ Hugging Face ``config.json`` as-is.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 import tomllib
@@ -297,6 +298,8 @@ def _build(cls, data: dict, origin: str):
     data = dict(data)
     for f in fields(cls):  # the kinds that are not numbers: a word, names, a table, a flag
         v, kind = data.get(f.name), str(f.type).split(" ")[0]
+        if kind == "str" and isinstance(v, (_dt.date, _dt.time)):  # TOML's bare date = 2026-08-01
+            v = data[f.name] = v.isoformat()
         ok = {"str": lambda: isinstance(v, str), "bool": lambda: isinstance(v, bool), "dict": lambda: isinstance(v, dict),
               "tuple[str,": lambda: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)}.get(kind)
         if v is not None and ok is not None and not ok():
@@ -574,11 +577,12 @@ def _hf_fields(cfg: dict, path: str) -> dict:
     method = str(quant.get("quant_method", "")).lower()
     dtype = _dtype_of(cfg.get("torch_dtype") or cfg.get("dtype"))
     expert_dtype = ""
-    if method == "fp8" or (method in ("compressed-tensors", "modelopt") and "fp8" in json.dumps(quant).lower()):
+    if method in ("fp8", "fbgemm_fp8") or (method in ("compressed-tensors", "modelopt")
+                                          and "fp8" in json.dumps(quant).lower()):
         dtype = "fp8"
     elif method == "mxfp4":
         expert_dtype = "mxfp4"  # the experts only: modules_to_not_convert keeps attention, router, embeddings
-    elif method and method not in ("compressed-tensors", "modelopt"):  # AWQ, GPTQ, bitsandbytes, ...
+    elif method:  # AWQ, GPTQ, bitsandbytes, int4 compressed-tensors, ...
         raise ProfileError(f"{path}: quantization_config quant_method {method!r} is not modelled (FP8 and MXFP4 "
                            "are): give the unquantised config.json and the weights' precision with --strong-dtype "
                            "or --weak-dtype (int4 for 4-bit weights)")

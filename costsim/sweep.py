@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import tomllib
+from functools import lru_cache
 from pathlib import Path
 
 from .config import setting_keys
@@ -96,11 +97,22 @@ def cell_id(cell: dict) -> str:
         for name in ([v] if isinstance(v, str) else v if isinstance(v, list) else []):
             try:
                 if isinstance(name, str) and Path(name).is_file():
-                    files.setdefault(key, []).append(hashlib.sha256(Path(name).read_bytes()).hexdigest())
+                    st = Path(name).stat()
+                    files.setdefault(key, []).append(_sha256(str(Path(name).resolve()), st.st_mtime_ns, st.st_size))
             except (OSError, ValueError):
                 pass  # a name (shipped: in the code digest), or the cell's own run reports the file
     blob = json.dumps({"cell": cell, "costsim": code_digest(), "files_sha256": files}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=256)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
+    """A file's SHA-256, read once per version of it (a grid names the same trace in every cell)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _scenario(cell: dict):

@@ -121,3 +121,10 @@ def test_an_ablations_fixed_option_cannot_be_set():
 def test_a_whole_number_given_as_a_float_is_read_as_the_count_it_is():
     assert config.parse_options(["spec_depth=2.0", "escalation_growth=2.0"]) == (("spec_depth", 2), ("escalation_growth", 2.0))
     assert type(config.parse_options(["spec_depth=2.0"])[0][1]) is int
+
+
+def test_options_as_a_table_or_pairs_follow_the_same_rules():
+    assert config.build_scenario({"options": {"K": 4.0}}).K == 4
+    assert config.build_scenario({"options": (("K", 4.0),)}).K == 4
+    assert config.build_scenario({"options": ["K=none"]}).K == config.SpecAgentOptions.K  # none: the default
+    assert config.parse_options({"spec_depth": 2.0}) == (("spec_depth", 2),)

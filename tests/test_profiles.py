@@ -128,3 +128,24 @@ def test_a_config_json_the_model_cannot_read_is_refused_naming_the_file(hf_confi
         model_from_hf_config(path)
     # An FP8 checkpoint named by its torch dtype alone is FP8.
     assert model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "torch_dtype": "float8_e4m3fn"})).default_dtype == "fp8"
+
+
+def test_a_bare_toml_date_in_a_profile_is_read_as_its_iso_text(tmp_path):
+    from pathlib import Path
+
+    from costsim.resources import data_dir
+
+    src = next(p for p in data_dir("hardware").joinpath("api").iterdir() if p.name.endswith(".toml"))
+    text = re.sub(r'^date = ".*"$', "date = 2026-08-01", src.read_text(), flags=re.M)
+    assert "date = 2026-08-01" in text
+    (tmp_path / "api.toml").write_text(text)
+    assert load_api(str(Path(tmp_path / "api.toml"))).date == "2026-08-01"
+
+
+def test_an_fbgemm_fp8_checkpoint_is_fp8(hf_config):
+    from conftest import LLAMA_8B_CONFIG
+
+    from costsim.profiles import model_from_hf_config
+
+    cfg = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "fbgemm_fp8"}}
+    assert model_from_hf_config(hf_config(cfg)).default_dtype == "fp8"

@@ -157,3 +157,13 @@ def test_a_lazy_generator_draws_what_its_spawned_child_would():
     fresh = LazyGenerator(np.random.SeedSequence(1), 2)
     assert copy.deepcopy(fresh).random() == fresh.random()
     assert copy.deepcopy(fresh).random() == fresh.random()
+
+
+def test_numpy_numbers_are_numbers_to_a_scenario():
+    from costsim.predict import deployments
+
+    s, w = deployments()
+    tasks = generate(4, seed=1)
+    a = simulate(tasks, Scenario(strong=s, weak=w, sessions=np.int32(2), strong_replicas=np.int64(1), p=0.5))
+    b = simulate(tasks, Scenario(strong=s, weak=w, sessions=2, strong_replicas=1, p=0.5))
+    assert repr(a) == repr(b)

@@ -91,3 +91,13 @@ def test_an_output_that_is_a_fifo_is_refused_not_replaced(here, capsys):
 def test_an_output_path_that_cannot_be_is_said_plainly(here, capsys, out, said):
     code, _, err = run(capsys, "traces", "import", "tau2", "tau_ok.json", "-o", out)
     assert code == 2 and said in err
+
+
+@pytest.mark.parametrize("importer,src", [("tau2", "tau_gap.json"), ("otel", "ot_long.json")])
+def test_an_imported_duration_past_any_call_is_left_unrecorded_not_written(here, capsys, importer, src):
+    # A conversation resumed 19 days later, a tool span of 23 days: the reader refuses such
+    # durations, so the import must not write them (else its own trace would not load).
+    code, out, err = run(capsys, "traces", "import", importer, src, "-o", "o.jsonl")
+    assert code == 0 and "is past 1e+06 s; left unrecorded" in err
+    code, out, err = run(capsys, "traces", "stats", "o.jsonl")
+    assert code == 0 and "task skipped" not in err

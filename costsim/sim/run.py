@@ -9,6 +9,7 @@ back) or open-loop (tasks arriving as a Poisson process of ``arrival_rate`` per 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -96,7 +97,7 @@ def validate(sc: Scenario) -> None:
     for f in fields(Scenario):  # the numbers first: a sweep's grid may hold anything
         v = getattr(sc, f.name)
         if f.type in ("float", "int", "float | None", "int | None") and v is not None and (
-                isinstance(v, bool) or not isinstance(v, (int, float))):
+                isinstance(v, bool) or not isinstance(v, numbers.Real)):  # numpy's numbers are Real
             flag = "p-accept" if f.name == "p" else f.name.replace("_", "-")
             raise ValueError(f"--{flag} must be a number, got {v!r}")
     if not 0.0 <= sc.p <= 1.0:

@@ -25,8 +25,9 @@ call's text is its name plus its arguments as compact JSON). Estimated values ar
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..config import MAX_SECONDS
 from .schema import Step
 from .tools import ToolKinds
 
@@ -164,3 +165,19 @@ def _message_steps(m: Msg, is_last: bool, following: list[Msg], kinds: ToolKinds
         steps.append(_mk(kinds.kind(c.name), c.name, outs[j], obs, ctx, m, dur, est))
         before += outs[j]
     return steps
+
+
+def bounded(steps, task_id: str, where: str, warnings: list) -> tuple:
+    """The steps with every duration past ``MAX_SECONDS`` (a conversation resumed days later, a
+    span with a zero start) dropped to unrecorded, each said in ``warnings``: the trace reader
+    refuses such durations, so an import must not write them."""
+    out = []
+    for i, s in enumerate(steps):
+        for key in ("duration_s", "tool_duration_s"):
+            v = getattr(s, key)
+            if v is not None and v > MAX_SECONDS:
+                warnings.append(f"{where}: task {task_id!r}, step {i}: {key} {v:.3g} s is past {MAX_SECONDS:g} s; "
+                                "left unrecorded")
+                s = replace(s, **{key: None})
+        out.append(s)
+    return tuple(out)

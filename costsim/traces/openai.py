@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from . import _check as c
-from .convert import Msg, steps_from_messages
+from .convert import Msg, bounded, steps_from_messages
 from .jsonl import TraceError, read_text
 from .schema import Task
 from .tau2 import ImportResult, _message
@@ -172,7 +172,7 @@ def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = 
         used.add(tid)
         msgs = g.messages()
         model = next((m.model for m in msgs if m.model), "")
-        tasks.append(Task(task_id=tid, steps=tuple(steps_from_messages(msgs, kinds)),
+        tasks.append(Task(task_id=tid, steps=bounded(steps_from_messages(msgs, kinds), tid, name, warnings),
                           source=f"openai:{Path(name).name}",
                           meta={"agent_llm": model} if model else {}))
     return ImportResult(tasks=tasks, warnings=warnings, records=records,

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..config import MAX_TOKENS
 from . import _check as c
-from .convert import apportion, estimate_tokens
+from .convert import apportion, bounded, estimate_tokens
 from .jsonl import TraceError, read_text
 from .schema import Step, Task
 from .tau2 import ImportResult
@@ -219,7 +219,8 @@ def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool
         unmatched += lost
         if steps:
             model = next((s.model for s in steps if s.model), "")
-            tasks.append(Task(task_id=run.key, steps=tuple(steps), source="otel:" + ",".join(p.name for p in paths),
+            steps = bounded(steps, run.key, ",".join(p.name for p in paths), warnings)
+            tasks.append(Task(task_id=run.key, steps=steps, source="otel:" + ",".join(p.name for p in paths),
                               meta={"agent_llm": model} if model else {}))
     notes = {"tool_spans_before_any_model_call": unmatched} if unmatched else {}
     return ImportResult(tasks=tasks, warnings=warnings, records=records, defaulted_tools=kinds.defaulted, notes=notes)

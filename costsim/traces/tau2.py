@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _check as c
-from .convert import Call, Msg, arguments_text, estimate_tokens, steps_from_messages
+from .convert import Call, Msg, arguments_text, bounded, estimate_tokens, steps_from_messages
 from .jsonl import TraceError, read_text
 from .schema import STEP_KINDS, Task
 from .tools import TAU2_TOOL_KINDS, ToolKinds
@@ -241,8 +241,8 @@ def import_tau2(source, *, tool_kinds: dict[str, str] | None = None, strict: boo
         for key in ("agent_llm", "user_llm"):
             if meta[key]:
                 tmeta[key] = meta[key]
-        steps = steps_from_messages(msgs, kinds, system_tokens)
-        tasks.append(Task(task_id=uid, steps=tuple(steps), domain=meta["domain"],
+        steps = bounded(steps_from_messages(msgs, kinds, system_tokens), uid, name, warnings)
+        tasks.append(Task(task_id=uid, steps=steps, domain=meta["domain"],
                           source=f"tau2:{Path(name).name}", reward=reward, meta=tmeta))
     greet = sum(1 for p in parsed if p[3] and p[3][0].skip)
     return ImportResult(tasks=tasks, warnings=warnings, records=len(sims),
