@@ -118,6 +118,8 @@ MAX_SECONDS, MAX_TOKENS = 1e6, 10**9
 #: The largest time ratio (kappa, v/d, rho) and steps per task any command takes: far past any
 #: real deployment, short of the overflows that would print inf.
 MAX_RATIO, MAX_STEPS = 1000.0, 1e6
+#: The most tokens one call may prefill or decode in a scenario (a step, an observation, a verdict).
+MAX_CALL_TOKENS = 1e6
 
 
 # --- each protocol's options ------------------------------------------------------------

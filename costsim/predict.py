@@ -12,14 +12,10 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .config import DEPLOYMENTS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD
+from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD
 from .protocols.schedule import check_scale
 from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
-
-
-#: The most tokens one step, observation or verdict may have (simulate's verdict bound).
-MAX_CALL_TOKENS = 1e6
 
 
 def _validate(p, K, write_rate, batch, steps, overrides):

@@ -285,6 +285,11 @@ _POSITIVE = {
 }
 
 
+#: A profile field's annotation (its first word) -> the TOML values it takes, and their name.
+_FIELD_KINDS = {"str": (str, "a string"), "bool": (bool, "true or false"), "dict": (dict, "a table"),
+          "tuple[str,": ((list, tuple), "a list of strings")}
+
+
 def _build(cls, data: dict, origin: str):
     known = {f.name for f in fields(cls)}
     # Required: the fields without a default (in declaration order).
@@ -300,10 +305,9 @@ def _build(cls, data: dict, origin: str):
         v, kind = data.get(f.name), str(f.type).split(" ")[0]
         if kind == "str" and isinstance(v, (_dt.date, _dt.time)):  # TOML's bare date = 2026-08-01
             v = data[f.name] = v.isoformat()
-        ok = {"str": lambda: isinstance(v, str), "bool": lambda: isinstance(v, bool), "dict": lambda: isinstance(v, dict),
-              "tuple[str,": lambda: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)}.get(kind)
-        if v is not None and ok is not None and not ok():
-            want = {"str": "a string", "bool": "true or false", "dict": "a table", "tuple[str,": "a list of strings"}[kind]
+        types, want = _FIELD_KINDS.get(kind, (None, ""))
+        if v is not None and types and not (isinstance(v, types) and (
+                kind != "tuple[str," or all(isinstance(x, str) for x in v))):
             raise ProfileError(f"{origin}: {f.name} must be {want}, got {v!r}")
     data["aliases"] = tuple(data.get("aliases", ()))
     for f in fields(cls):

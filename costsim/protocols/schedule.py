@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config import MAX_RATIO
+
 
 class Call(NamedTuple):
     """One model call: prefill ``prefill`` new tokens on top of ``context`` cached ones, decode
@@ -80,9 +82,9 @@ def step_decode(step, scale: float) -> int:
 
 
 def check_scale(scale: float, name: str = "a step scale") -> float:
-    """A step scale (decoded tokens per recorded token), refused unless in (0, 1000]."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1000:
-        raise ValueError(f"{name} must be a number in (0, 1000] (decoded tokens per recorded step token), got {scale!r}")
+    """A step scale (decoded tokens per recorded token), refused unless in (0, MAX_RATIO]."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= MAX_RATIO:
+        raise ValueError(f"{name} must be a number in (0, {MAX_RATIO:g}] (decoded tokens per recorded step token), got {scale!r}")
     return scale
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import (MAX_RATIO, MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
+from ..config import (MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
                       VerifierOptions, check_option)
 from ..profiles import Deployment
 from ..protocols.schedule import check_scale
@@ -117,7 +117,7 @@ def validate(sc: Scenario) -> None:
     check_scale(sc.strong_step_scale, "--strong-step-scale")
     check_scale(sc.weak_step_scale, "--weak-step-scale")
     # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
-    for name, v, hi in (("rho", sc.rho, MAX_RATIO), ("verdict-tokens", sc.verdict_tokens, 1e6),
+    for name, v, hi in (("rho", sc.rho, MAX_RATIO), ("verdict-tokens", sc.verdict_tokens, MAX_CALL_TOKENS),
                         ("network-rtt", sc.network_rtt_s, MAX_SECONDS)):
         if not (math.isfinite(v) and 0 <= v <= hi):
             raise ValueError(f"--{name} must be a finite number in [0, {hi:g}], got {v}")
