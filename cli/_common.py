@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, EDGE_CLOUD as E, OPTIONS
+from costsim.config import DEPLOYMENTS as D, EDGE_CLOUD as E, EDGE_CLOUD_SETTINGS, EDGE_CLOUD_SOURCES, OPTIONS
 
 # Deployment options every command that costs a deployment takes.
 ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
@@ -55,6 +55,13 @@ def protocol_flag(name: str, *decls: str, default=..., shown: str | None = None)
     help = f.metadata["help"]
     return typer.Option(f.default if default is ... else default, *decls,
                         help=f"{cls.TITLE}: {help[0].upper()}{help[1:]} [{shown}].", show_default=False)
+
+
+def edge_cloud_flag(setting: str, flag: str):
+    """The flag of an API-backend setting, with its help, default and source from
+    :data:`costsim.config.EDGE_CLOUD_SETTINGS`; none given: the default."""
+    f, what = EDGE_CLOUD_SETTINGS[setting]
+    return typer.Option(None, flag, help=f"Edge-cloud: {what} [{getattr(E, f)}] ({EDGE_CLOUD_SOURCES[f]}).")
 
 
 # The scenario options of simulate and replay (capacity takes most of them), declared once:
@@ -98,10 +105,10 @@ SCENARIO_OPTIONS = {
     "escalation_span": (_I, protocol_flag("escalation_span", "--escalation-span", default=None)),
     "spec_hit": (_F, protocol_flag("spec_hit_rate", "--spec-hit", "--spec-hit-rate", default=None)),
     "self_spec_hit": (_F, protocol_flag("self_spec_hit_rate", "--self-spec-hit", "--self-spec-hit-rate", default=None)),
-    "api": (_S, typer.Option(None, "--api", help=f"Edge-cloud: API profile of the strong model [{E.api}].")),
-    "api_ttft": (_F, typer.Option(None, "--api-ttft", help=f"Edge-cloud: API time to first token, s [profile's, else {E.ttft_s} (assumption)].")),
-    "api_tps": (_F, typer.Option(None, "--api-tps", help=f"Edge-cloud: API output tokens/s [profile's, else {E.output_tps:g} (assumption)].")),
-    "edge_device": (_S, typer.Option(None, "--edge-device", help=f"Edge-cloud: local device of the weak model [{E.edge_device}].")),
+    "api": (_S, edge_cloud_flag("api", "--api")),
+    "api_ttft": (_F, edge_cloud_flag("api_ttft_s", "--api-ttft")),
+    "api_tps": (_F, edge_cloud_flag("api_output_tps", "--api-tps")),
+    "edge_device": (_S, edge_cloud_flag("edge_device", "--edge-device")),
     "option": (Optional[List[str]], typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable: `costsim protocols` lists each protocol's, with defaults.")),
 }
 

@@ -18,16 +18,17 @@ def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols 
         shown = {n: p.describe(n) for n in (names or p.PROTOCOLS)}
     flags = {SETTING.get(k, k): opt.param_decls[0] for k, (_, opt) in SCENARIO_OPTIONS.items()}
     for d in shown.values():
-        for k, o in d["options"].items():
+        for k, o in (*d["options"].items(), *d.get("deployment", {}).items()):
             o["flag"] = flags.get(k, f"--option {k}=")
     if json_out:
         typer.echo(dumps(shown))
         return
     for n, d in shown.items():
         typer.echo(f"{n}: {d['description']}" + "".join(f"; {k}={v} fixed" for k, v in d["fixed"].items()))
-        width = max((len(o["flag"]) for o in d["options"].values()), default=0)
-        for k, o in d["options"].items():
+        shown_opts = {**d["options"], **d.get("deployment", {})}
+        width = max((len(o["flag"]) for o in shown_opts.values()), default=0)
+        for k, o in shown_opts.items():
             default = o["default"]  # as --option reads it (TOML, and none)
             default = "none" if default is None else str(default).lower() if isinstance(default, bool) else default
-            words = f" ({' | '.join(o['choices'])})" if o["choices"] else ""
+            words = f" ({' | '.join(o['choices'])})" if o.get("choices") else ""
             typer.echo(f"  {o['flag']:<{width}}  [{default}]{words} {o['help']}")

@@ -92,6 +92,14 @@ EDGE_CLOUD_SOURCES = {
     "ttft_s": "assumption: the shipped API profiles carry no time to first token",
     "output_tps": "assumption: the shipped API profiles carry no output speed",
 }
+#: The scenario settings of the API backend: setting -> (its EdgeCloud default, what it is).
+#: The CLI's flags and `costsim protocols` both read their help from here.
+EDGE_CLOUD_SETTINGS = {
+    "api": ("api", "API profile of the strong model"),
+    "api_ttft_s": ("ttft_s", "API time to first token, s, where its profile has none"),
+    "api_output_tps": ("output_tps", "API output tokens/s, where its profile has none"),
+    "edge_device": ("edge_device", "local device of the weak model"),
+}
 @dataclass(frozen=True)
 class PlanSearch:
     """What `costsim plan` searches when the user names none: the datacentre devices with

@@ -68,6 +68,14 @@ def test_protocols_command_lists_each_option_with_its_declared_default_and_flag(
     assert shown["speculative-actions"]["options"]["spec_hit_rate"]["flag"] == "--spec-hit"
     assert shown["speculative-actions"]["options"]["adopt"]["flag"] == "--option adopt="
     assert shown["specagent-hold-responses"]["fixed"] == {"chunking": "hold-messages"}
+    # The API backend's settings: edge-cloud reads all four, its baseline all but the edge device.
+    edge = shown["edge-cloud"]["deployment"]
+    assert {k: (o["flag"], o["default"]) for k, o in edge.items()} == {
+        "api": ("--api", config.EDGE_CLOUD.api), "api_ttft_s": ("--api-ttft", config.EDGE_CLOUD.ttft_s),
+        "api_output_tps": ("--api-tps", config.EDGE_CLOUD.output_tps),
+        "edge_device": ("--edge-device", config.EDGE_CLOUD.edge_device)}
+    assert set(shown["cloud-strong-only"]["deployment"]) == set(edge) - {"edge_device"}
+    assert "deployment" not in shown["specagent"]
     code, out, err = run_costsim("protocols", "specagent", "nope")
     assert code == 2 and out == "" and err.count("\n") == 1 and "known: strong-only, weak-only" in err
 

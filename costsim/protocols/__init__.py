@@ -76,18 +76,23 @@ def get(name: str, **options):
 def describe(name: str) -> dict:
     """What `costsim protocols` shows of protocol ``name``: its description, the options it
     fixes (an ablation's), and each option it takes, in its declaration's order
-    (:data:`costsim.config.OPTIONS`), with default, allowed words and help."""
-    from ..config import OPTIONS
+    (:data:`costsim.config.OPTIONS`), with default, allowed words and help; and for a protocol
+    on the API backend, the ``deployment`` settings it reads (:data:`costsim.config.EDGE_CLOUD_SETTINGS`)."""
+    from ..config import API_BILLED, EDGE_CLOUD, EDGE_CLOUD_SETTINGS, EDGE_CLOUD_SOURCES, ON_API, OPTIONS
 
     if name not in PROTOCOLS:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
     fn, fixed, description = PROTOCOLS[name]
     takes = option_names(fn)
-    return {"description": description,
-            "fixed": dict(fixed),
-            "options": {k: {"default": f.default, "choices": list(f.metadata["choices"]), "help": f.metadata["help"],
-                            "declared_in": cls.__name__}
-                        for k, (cls, f) in OPTIONS.items() if k in takes and k not in fixed}}
+    out = {"description": description,
+           "fixed": dict(fixed),
+           "options": {k: {"default": f.default, "choices": list(f.metadata["choices"]), "help": f.metadata["help"],
+                           "declared_in": cls.__name__}
+                       for k, (cls, f) in OPTIONS.items() if k in takes and k not in fixed}}
+    if name in ON_API:  # the strong model behind an API; the weak one (edge-cloud's) on a local device
+        out["deployment"] = {k: {"default": getattr(EDGE_CLOUD, f), "help": f"{what} ({EDGE_CLOUD_SOURCES[f]})"}
+                             for k, (f, what) in EDGE_CLOUD_SETTINGS.items() if k != "edge_device" or name in API_BILLED}
+    return out
 
 
 def schedule_of(name: str):
