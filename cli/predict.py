@@ -84,7 +84,9 @@ def render(r: dict) -> str:
          f"(only chunks ending at a write are reviewed)"),
         f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
         + ("  (never faster: R_u ≥ 1)" if r["break_even_kappa"] <= 0 else ""),
-        f"  best K for this p_u (min L_u over K = 1..64)                   K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})",
+        f"  best K for this p_u (min L_u over K = 1..{r['best_K_searched']}){' ' * (21 - len(str(r['best_K_searched'])))}"
+        f"K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})"
+        + ("  (the largest K searched: L_u still falls with K)" if r["best_K"] == r["best_K_searched"] else ""),
         f"  {r['verdict']}",
         "",
         "Parameters",

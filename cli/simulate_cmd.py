@@ -85,10 +85,8 @@ def _write_table(rows, path, inputs):
         buf = io.BytesIO()
         df.to_parquet(buf, index=False)
         data = buf.getvalue()
-    elif path.endswith(".csv"):
+    else:  # .csv (_check_table has refused any other name)
         data = df.to_csv(index=False)
-    else:
-        raise UserError(f"--out {path}: expected a .parquet or .csv file name")
     atomic_write(path, data, inputs=inputs)
 
 

@@ -208,7 +208,7 @@ class AgentCollabOptions:
     stall: str = option("rate", "no progress at escalate_p per weak step, or when the acceptance process "
                                 "rejects the step (1 - p_u)", ("rate", "acceptance"))
     escalation_span: int = option(2, "strong steps of the first escalation (assumption)")
-    escalation_growth: float = option(2.0, "span multiplier per escalation in a task (assumption)")
+    escalation_growth: float = option(2.0, "span multiplier per escalation in a task, each span one step at least (assumption)")
     max_span: int | None = option(None, "cap on one escalation's span (none: uncapped)")
     reflection: str = option("separate", "self-reflection as a call of its own (it reads the step's tool "
                                          "result), or folded into the next step's call", ("separate", "inline"))

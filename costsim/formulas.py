@@ -17,6 +17,8 @@ broadcast against each other and a scalar in gives a 0-d array (or float) out.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 __all__ = [
@@ -45,6 +47,13 @@ __all__ = [
 #: The largest chunk size any command accepts. Arrays of K entries are allocated (chunk-length
 #: distributions, per-length v/d), and no agent drafts more than a few dozen steps unreviewed.
 MAX_K = 1024
+
+
+def check_K(K, name: str = "--K") -> None:
+    """ValueError (one line) unless ``K`` is a whole number of steps in [1, :data:`MAX_K`]."""
+    if isinstance(K, bool) or not isinstance(K, numbers.Integral) or not 1 <= K <= MAX_K:
+        raise ValueError(f"{name} must be an integer in [1, {MAX_K}], got {K!r}")
+
 
 def _arr(x):
     return np.asarray(x, dtype=float)

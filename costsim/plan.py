@@ -33,7 +33,6 @@ from .traces.stats import step_shape
 
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
 GPU_OPTIONS = (1, 2, 4, 8)
-#: The devices searched unless told otherwise: the datacenter GPUs with public prices.
 
 
 @dataclass(frozen=True)

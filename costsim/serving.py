@@ -47,10 +47,6 @@ class ServingPoint:
     e2e_s: float          # one request, first byte to last token
 
     @property
-    def tpot_s(self) -> float:
-        return self.itl_s
-
-    @property
     def total_tok_s(self) -> float:
         return self.output_tok_s * (self.input_len + self.output_len) / max(self.output_len, 1)
 

@@ -32,21 +32,17 @@ METRICS = {  # metric -> (unit, value of a ServingPoint in that unit)
 }
 SCENARIOS = ("decode", "serving", "prefill")
 GROUPS = ("dense-1gpu", "dense-tp", "moe-1gpu", "moe-multi")
-#: Where a fit starts and what it is pulled toward: the mechanisms' orders of magnitude before
-#: any measurement (vLLM's V1 notes put CPU overhead per step near a millisecond; a CUDA-graph
-#: layer is a dozen kernels of a few µs; bandwidth- and GEMM-bound kernels reach 60-90% of peak).
-PRIORS = {
-    "iteration_overhead_ms": 1.0, "layer_latency_us": 20.0, "moe_layer_latency_us": 40.0,
-"request_overhead_ms": 5.0, "bandwidth_fraction": 0.8, "flops_fraction": 0.6,
-}
-#: The engine parameters a fit may move, with the range each may take (physical bounds).
-FIT_BOUNDS = {
-    "iteration_overhead_ms": (0.0, 20.0),
-    "layer_latency_us": (0.0, 300.0),
-    "moe_layer_latency_us": (0.0, 600.0),
-    "request_overhead_ms": (0.0, 100.0),
-    "bandwidth_fraction": (0.3, 1.0),
-    "flops_fraction": (0.1, 1.0),
+#: The engine parameters a fit may move: (prior, low, high). The prior is where a fit starts and
+#: what it is pulled toward: the mechanisms' orders of magnitude before any measurement (vLLM's
+#: V1 notes put CPU overhead per step near a millisecond; a CUDA-graph layer is a dozen kernels
+#: of a few µs; bandwidth- and GEMM-bound kernels reach 60-90% of peak); the range is physical.
+FIT_PARAMETERS = {
+    "iteration_overhead_ms": (1.0, 0.0, 20.0),
+    "layer_latency_us": (20.0, 0.0, 300.0),
+    "moe_layer_latency_us": (40.0, 0.0, 600.0),
+    "request_overhead_ms": (5.0, 0.0, 100.0),
+    "bandwidth_fraction": (0.8, 0.3, 1.0),
+    "flops_fraction": (0.6, 0.1, 1.0),
 }
 
 
@@ -271,8 +267,8 @@ def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, share
     L1 by default: a residual past ``f_scale`` in log counts linearly, so that a case the model
     cannot describe, such as an old engine version's slow kernel, does not drag every
     parameter) on log(predicted / measured), bounded to the physical ranges of
-    :data:`FIT_BOUNDS`, with a weak pull (``prior_weight`` per parameter, in units of its range)
-    toward :data:`PRIORS`, where it also starts, so that a parameter no case constrains stays at
+    :data:`FIT_PARAMETERS`, with a weak pull (``prior_weight`` per parameter, in units of its
+    range) toward their priors, where it also starts, so that a parameter no case constrains stays at
     its prior and the result does not depend on the values shipped.
     Returns ``{engine name: fitted Engine}`` and a report."""
     from scipy.optimize import least_squares
@@ -284,9 +280,7 @@ def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, share
     base = {n: load_engine(n) for n in names}
     slots = [(None, k) for k in shared] + [(n, k) for n in names for k in per_engine]
     kind = [k.partition("@")[0] for _, k in slots]
-    lo = np.array([FIT_BOUNDS[k][0] for k in kind])
-    hi = np.array([FIT_BOUNDS[k][1] for k in kind])
-    x0 = np.array([PRIORS[k] for k in kind], float)
+    x0, lo, hi = np.array([FIT_PARAMETERS[k] for k in kind], float).reshape(-1, 3).T
     span = hi - lo
 
     def make(x):

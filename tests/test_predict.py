@@ -76,3 +76,15 @@ def test_the_limits_printed_are_those_of_the_form_reported(write_rate):
     at0, at1 = predict(0.0, 6, write_rate=write_rate), predict(1.0, 6, write_rate=write_rate)
     assert at0["R_limit_p0"] == pytest.approx(at0["R"], rel=1e-9)
     assert at1["R_limit_p1"] == pytest.approx(at1["R"], rel=1e-9)
+
+
+def test_the_best_K_is_searched_up_to_the_K_asked_for():
+    from costsim.predict import predict
+
+    # p = 1: L falls with K all the way; the best is the largest K searched, said so.
+    r = predict(p=1.0, K=128)
+    assert (r["best_K"], r["best_K_searched"]) == (128, 128) and r["best_K_L"] == pytest.approx(r["L"])
+    # The optimum past 64 (found by a scan of every K): never worse than the K asked for.
+    r = predict(p=0.999, K=200, kappa=0.01)
+    scan = [float(formulas.L(0.999, k, r["v_over_d"], r["rho"], 0.01)) for k in range(1, 201)]
+    assert r["best_K"] == 1 + scan.index(min(scan)) > 64 and r["best_K_L"] <= r["L"]

@@ -57,6 +57,14 @@ def test_agentcollab_escalation_is_cumulative_and_a_wasted_write_is_irreversible
     assert r["strong_calls"] == 1 + 9 and r["weak_calls"] == 3 and r["reflection_calls"] == 0
 
 
+def test_agentcollab_every_escalation_hands_the_strong_model_a_step():
+    # Spans shrink with a growth below 1 (2, 1, 0.5 -> 1): each escalation still hands one step.
+    t = task(["read"] * 6)
+    r = run1(t, "agentcollab", escalate_p=1.0, options=(("reflection", "inline"), ("escalation_growth", 0.5)))
+    # weak wastes 0: span 2 (0, 1); wastes 2: span 1 (2); wastes 3: span 1 (3); wastes 4: 1 (4); 5: 1 (5)
+    assert r["escalations"] == 5 and r["strong_calls"] == 6 and r["committed_steps"] == 6
+
+
 # --- Speculative Actions ----------------------------------------------------------------------
 
 

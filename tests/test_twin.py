@@ -2,6 +2,8 @@
 (a brute-force enumeration of every verdict sequence through the real SimPy protocol), and
 within the Monte-Carlo interval where the simulator samples."""
 
+from unittest.mock import ANY
+
 import numpy as np
 import pytest
 import simpy
@@ -14,7 +16,7 @@ from costsim import formulas, protocols, roofline
 from costsim.predict import deployments
 from costsim.profiles import Deployment, load_device, load_model
 from costsim.sim import Latency, Replica, Scenario, TaskRun, simulate, summarize, twin
-from costsim.sim.report import closed_form
+from costsim.sim.report import closed_form, renewal_form
 from costsim.sim.run import protocol_options, replica_costs
 from costsim.traces.schema import Step, Task
 from costsim.traces.stats import CHUNKINGS, chunks
@@ -192,3 +194,32 @@ def test_closed_form_falls_back_to_the_renewal_form_and_says_why():
     assert cf["method"] == "renewal" and "verifier" in cf["exact"]["unavailable"]
     cf = closed_form(generate(30, seed=1, fresh_after_reject=True), Scenario(strong=strong, weak=weak))
     assert cf["method"] == "renewal" and "generative" in cf["exact"]["unavailable"]
+
+
+def test_the_renewal_form_takes_the_rate_at_which_the_reviewer_accepts():
+    strong, weak = deployments()
+    tasks = generate(30, seed=1)
+
+    def renewal(**kw):
+        return renewal_form(tasks, Scenario(strong=strong, weak=weak, **kw))
+
+    at = renewal(p=0.3 * 0.5 + 0.7 * 0.1)  # p_u (1 - false reject) + (1 - p_u) false accept
+    assert renewal(p=0.3, false_reject=0.5, false_accept=0.1) == {**at, "assumption": ANY}
+    # A Markov chain at its stationary rate (0.9·0.3 + 0.3·0.1) / 0.4 = 0.75; -p is not read.
+    assert renewal(p=0.2, p_dist="markov:0.9,0.3,0.1,0.3")["R"] == renewal(p=0.75)["R"]
+    # A Beta over p_u: the mean of the form over it (Jensen: not the form at its mean 0.4).
+    from scipy import integrate, stats
+
+    mean = integrate.quad(lambda q: renewal(p=q)["R"] * stats.beta.pdf(q, 2, 3), 0, 1, epsabs=1e-10)[0]
+    assert renewal(p=0.9, p_dist="beta:2,3")["R"] == pytest.approx(mean, rel=1e-7)
+    assert abs(mean - renewal(p=0.4)["R"]) > 1e-3
+
+
+def test_the_renewal_form_is_that_of_the_ablation_run():
+    strong, weak = deployments()
+    tasks = generate(30, seed=1)
+    sc = Scenario(strong=strong, weak=weak, protocols=("strong-only", "specagent-review-all"))
+    cf = closed_form(tasks, sc)
+    same = renewal_form(tasks, Scenario(strong=strong, weak=weak, options=(("review", "all"),)))
+    assert cf["protocol"] == "specagent-review-all" and cf["renewal"]["R"] == same["R"]
+    assert same["R"] > renewal_form(tasks, Scenario(strong=strong, weak=weak))["R"]  # more chunks reviewed

@@ -99,7 +99,8 @@ def schedule(task, escalate_p: float = O.escalate_p, stall: str = O.stall, escal
         escalations += 1
         yield Count("escalations")
         turn = escalation_span * escalation_growth ** (escalations - 1)
-        strong_left = int(min(turn, max_span if max_span else math.inf, N))
+        # An escalation hands the strong model one step at least (a growth below 1 shrinks spans).
+        strong_left = max(1, int(min(turn, max_span if max_span else math.inf, N)))
         if st.kind != "read":
             todo = [st] * int(recovery_steps)
 

@@ -48,8 +48,7 @@ class Markov:
 
     @property
     def stationary_p(self) -> float:
-        gb, bg = self.switch
-        return (self.p[0] * bg + self.p[1] * gb) / (gb + bg) if gb + bg > 0 else self.p[self.state]
+        return stationary_p(*self.p, *self.switch)
 
     def accepted(self, steps) -> int:
         for j in range(len(steps)):
@@ -59,6 +58,13 @@ class Markov:
             if not ok:
                 return j
         return len(steps)
+
+
+def stationary_p(p_good: float, p_bad: float, switch_gb: float, switch_bg: float) -> float:
+    """The long-run share of a :class:`Markov` chain's steps that pass (a chain that never
+    switches stays in the good state it starts in)."""
+    gb, bg = switch_gb, switch_bg
+    return (p_good * bg + p_bad * gb) / (gb + bg) if gb + bg > 0 else p_good
 
 
 class Recorded:

@@ -7,8 +7,10 @@ import numpy as np
 from .. import formulas, roofline
 from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks, step_shape
 from . import twin
+from .acceptance import stationary_p
 from .metrics import summarize
 from .run import Scenario, protocol_options, simulate
+from ..protocols import PROTOCOLS
 
 
 def closed_form(tasks, sc: Scenario) -> dict:
@@ -20,15 +22,15 @@ def closed_form(tasks, sc: Scenario) -> dict:
     errors, generative paths) they are the renewal form's, and ``exact`` says why not.
     ``renewal`` is the paper's cost model over the same tasks: see :func:`renewal_form`.
     """
-    renewal = renewal_form(tasks, sc)
-    out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "renewal": renewal}
+    # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
+    spec = next((n for n in sc.protocols if n.startswith("specagent") and twin.has_twin(n)), "specagent")
+    renewal = renewal_form(tasks, sc, spec)
+    out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "protocol": spec, "renewal": renewal}
     why = twin.unavailable(tasks, sc)
     if why:
         out["exact"] = {"unavailable": why}
         out["assumption"] = f"renewal form (no exact twin: {why}): " + renewal["assumption"]
         return out
-    # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
-    spec = next((n for n in sc.protocols if n.startswith("specagent") and twin.has_twin(n)), "specagent")
     exact = twin.ratios(tasks, sc, extra=(spec,))
     out.update(R=exact[spec]["R"], L=exact[spec]["L"], method="exact", protocol=spec, exact=exact)
     contended = sc.sessions > 1 or sc.arrival_rate
@@ -38,9 +40,11 @@ def closed_form(tasks, sc: Scenario) -> dict:
     return out
 
 
-def renewal_form(tasks, sc: Scenario) -> dict:
+def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     """The paper's cost model over the tasks: :mod:`costsim.formulas` (renewal form) over the
-    tasks' own chunk-length distribution (every draft accepted), independent acceptance at p.
+    tasks' own chunk-length distribution (every draft accepted) under ``protocol``'s chunking
+    and review rules, independent acceptance at the rate the reviewer accepts a step
+    (:func:`accept_rate`).
 
     ``R`` and ``L`` take v/d, rho and kappa from the roofline for the tasks' mean step and
     observation lengths and median context, uncontended (batch 1): R in strong HBM bytes, L in
@@ -50,24 +54,60 @@ def renewal_form(tasks, sc: Scenario) -> dict:
     context for every step, and whole chunks: see :mod:`costsim.sim.twin` for the exact value.
     """
     d, o, ctx = step_shape(tasks)
-    rule = dict(protocol_options(sc)).get("chunking", DEFAULT_CHUNKING)
+    opts = {**protocol_options(sc), **PROTOCOLS[protocol][1]}  # an ablation's fixed options too
+    rule = opts.get("chunking", DEFAULT_CHUNKING)
     dist = chunk_distribution([c for t in tasks for c in chunks(t.steps, sc.K, rule)], sc.K)
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])
+    if opts.get("review") == "all":  # the chunks that reach K unreviewed are reviewed too
+        pr, pu = pr + pu, np.zeros_like(pu)
     pp = roofline.protocol_parameters(sc.strong, sc.weak, np.arange(1, sc.K + 1), d, o,
                                       sc.verdict_tokens, sc.rho, ctx, strong_step_scale=sc.strong_step_scale,
                                       weak_step_scale=sc.weak_step_scale)
-    hbm = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["hbm"], 0.0, v_over_d_per_length=pp.v_over_d["hbm"])
-    time = formulas.renewal_ratios(sc.p, pr, pu, None, pp.rho["time"], pp.kappa, v_over_d_per_length=pp.v_over_d["time"])
     # Passes are counted in Strong-only's steps: d times the strong step scale.
     vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d * sc.strong_step_scale))
     rho = sc.rho / sc.strong_step_scale
-    passes = formulas.renewal_ratios(sc.p, pr, pu, vd, rho, pp.kappa)
-    return {"R": float(hbm["R"]), "L": float(time["L"]),
-            "R_passes": float(passes["R"]), "L_passes": float(passes["L"]),
+    accept, p, beta, accept_words = accept_rate(sc)
+
+    def ratios(p):  # R in HBM bytes, L in time; and both in passes
+        hbm = formulas.renewal_ratios(p, pr, pu, None, pp.rho["hbm"], 0.0, v_over_d_per_length=pp.v_over_d["hbm"])
+        time = formulas.renewal_ratios(p, pr, pu, None, pp.rho["time"], pp.kappa,
+                                       v_over_d_per_length=pp.v_over_d["time"])
+        passes = formulas.renewal_ratios(p, pr, pu, vd, rho, pp.kappa)
+        return np.stack([hbm["R"], time["L"], passes["R"], passes["L"]])
+
+    # Over a Beta of p_u, the mean of the ratios (each task's p_u applies to its steps alone).
+    R, L, R_passes, L_passes = (formulas.expected_over_beta(lambda q: ratios(accept(q)), *beta) if beta
+                                else ratios(accept(p)))
+    return {"R": float(R), "L": float(L), "R_passes": float(R_passes), "L_passes": float(L_passes),
             "v_over_d_passes": vd, "rho": rho, "kappa": pp.kappa, "mean_step_tokens": d,
-            "assumption": "renewal over the tasks' chunk lengths (every draft accepted), "
-                          "independent acceptance at p, roofline v/d, rho, kappa at batch 1 "
-                          "for mean step/observation tokens and median context"}
+            "assumption": f"renewal over the tasks' chunk lengths ({rule} chunking, "
+                          f"{'every chunk' if opts.get('review') == 'all' else 'held chunks'} reviewed, "
+                          f"every draft accepted), independent acceptance {accept_words}, roofline v/d, rho, "
+                          "kappa at batch 1 for mean step/observation tokens and median context"
+                          + ("; a separate repair's own call is not in it" if opts.get("repair") == "separate" else "")}
+
+
+def accept_rate(sc: Scenario):
+    """What the renewal form takes for the chance that the reviewer accepts a drafted step:
+    ``(that chance as a function of p_u, p_u, (a, b) of a Beta over p_u or None, in words)``. A
+    verifier that accepts a bad step at ``false_accept`` and rejects a good one at
+    ``false_reject`` accepts at p_u (1 - false_reject) + (1 - p_u) false_accept; a Markov
+    chain's steps pass at its stationary rate (the form leaves out their correlation); recorded
+    verdicts are not in it (the fallback p_u is)."""
+    fa, fr = sc.false_accept, sc.false_reject
+    kind, _, args = (sc.p_dist or "").partition(":")
+    vals = [float(x) for x in args.split(",")] if args else []
+    p, beta, words = sc.p, None, "at p_u"
+    if kind == "beta":
+        beta, words = tuple(vals), f"at p_u ~ Beta({vals[0]:g}, {vals[1]:g}) per task (the mean over it)"
+    elif kind == "markov":
+        p = stationary_p(*vals)
+        words = f"at the Markov chain's stationary p_u {p:.4g} (its correlation left out)"
+    elif kind == "recorded":
+        p, words = (vals[0] if vals else sc.p), "at the fallback p_u (the recorded verdicts are not in it)"
+    if fa or fr:
+        words += f", through the verifier's errors (false accept {fa:g}, false reject {fr:g})"
+    return (lambda q: q * (1.0 - fr) + (1.0 - q) * fa), p, beta, words
 
 
 def report(tasks, sc: Scenario, progress=None):

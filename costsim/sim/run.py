@@ -102,10 +102,9 @@ def validate(sc: Scenario) -> None:
             raise ValueError(f"--{flag} must be a number, got {v!r}")
     if not 0.0 <= sc.p <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {sc.p}")
-    from ..formulas import MAX_K
+    from ..formulas import check_K
 
-    if isinstance(sc.K, bool) or not isinstance(sc.K, int) or not 1 <= sc.K <= MAX_K:
-        raise ValueError(f"--K must be an integer in [1, {MAX_K}], got {sc.K!r}")
+    check_K(sc.K)
     if isinstance(sc.seed, bool) or not isinstance(sc.seed, int) or sc.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
     if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:

@@ -54,7 +54,6 @@ CACHED_TOKENS = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_rea
                  "gen_ai.usage.input_tokens.cached")
 REASONING_TOKENS = ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.output_tokens.reasoning")
 MODEL = ("gen_ai.response.model", "gen_ai.request.model")
-PROVIDER = ("gen_ai.provider.name", "gen_ai.system")
 READ_ONLY = ("mcp.tool.annotations.readOnlyHint", "gen_ai.tool.annotations.readOnlyHint")
 
 

@@ -47,10 +47,9 @@ class Chunk:
 
 
 def _check(K: int, chunking: str):
-    from ..formulas import MAX_K
+    from ..formulas import check_K
 
-    if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= MAX_K:
-        raise ValueError(f"K must be an integer in [1, {MAX_K}], got {K!r}")
+    check_K(K, "K")
     check_chunking(chunking)
 
 
