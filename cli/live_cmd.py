@@ -62,14 +62,14 @@ def _endpoints(o: dict):
 
 
 def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
-                     probes_path, resume, label="calibrating"):
+                     probes_path, resume, local, label="calibrating"):
     from costsim.live.calibrate import CalibrationRunError, run_plan
 
     bar = Progress(label)
     try:
         return run_plan(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
                         max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
-                        probes_path=probes_path, resume=resume, progress=bar.update)
+                        probes_path=probes_path, resume=resume, progress=bar.update, local=local)
     except (CalibrationRunError, ValueError) as e:
         raise UserError(str(e)) from None
     finally:
@@ -88,15 +88,27 @@ def calibrate(
     """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
     from costsim.calibration import to_toml
 
+    for flag, v in (("--max-prompt-tokens", max_prompt_tokens), ("--max-output-tokens", max_output_tokens)):
+        if v is not None and v < 1:
+            raise UserError(f"{flag} must be >= 1, got {v}")
     w = _workload(o)
-    check_output(output)
+    inputs = _outputs(o, output)
     with _endpoints(o) as (we, se):
         res = _run_calibration(we, se, w, o["repeats"], o["seed"], allow_cache, max_prompt_tokens, max_output_tokens,
-                               output + ".probes.json", resume)
+                               output + ".probes.json", resume, o["local"])
     src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
            f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
-    atomic_write(output, to_toml(res, src))
+    atomic_write(output, to_toml(res, src), inputs=inputs)
     typer.echo(dumps(_calib_json(res, output)) if o["json_out"] else render_calibration(res, output))
+
+
+def _outputs(o: dict, output: str) -> tuple:
+    """Check, before any probe, that a calibration file ``output`` and its probes beside it can be
+    written and are not the run's input trace; the inputs, for the atomic write."""
+    inputs = (o["trace"],) if o["trace"] else ()
+    for path in (output, output + ".probes.json"):
+        check_output(path, inputs)
+    return inputs
 
 
 def _calib_json(res, output):
@@ -166,6 +178,8 @@ def validate(
         raise UserError(f"--p-accept must be in [0, 1], got {p_accept}")
     if o["K"] < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
         raise UserError("--K, --tasks and --steps must be >= 1")
+    if resume and not save_calibration:
+        raise UserError("--resume goes on from the probes of --save-calibration: give it too")
     if o["chunk_tokens"] is not None:
         raise UserError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
                         "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
@@ -180,15 +194,16 @@ def validate(
         with user_errors(CalibrationError):
             ratios, src = ratios_for(calibration, w)
     elif save_calibration:
-        check_output(save_calibration)
+        inputs = _outputs(o, save_calibration)
     with _endpoints(o) as (we, se):
         if ratios is None:
             probes = save_calibration + ".probes.json" if save_calibration else None
-            res = _run_calibration(we, se, w, o["repeats"], seed, False, None, None, probes, resume and bool(probes),
+            res = _run_calibration(we, se, w, o["repeats"], seed, False, None, None, probes, resume, local,
                                    label="calibrating (same run)")
             ratios, src = res["ratios"]["time"], "a calibration in this run"
             if save_calibration:
-                atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
+                atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"),
+                             inputs=inputs)
                 src = f"a calibration in this run, saved to {save_calibration}"
         bar = Progress("validating")
         try:
@@ -223,6 +238,9 @@ def render_validation(r) -> str:
         "  assumptions: sequential calls (one session, no batching), no tool latency, verdict outcomes drawn with p_u;",
         "  predicted: the renewal form (whole chunks of K); a measured task's last chunk ends with the task",
     ]
+    retried = r["strong_only"]["retried_calls"] + r["specagent"]["retried_calls"]
+    if retried:
+        lines.append(f"warning: {retried} calls failed and were retried; each is timed by its answering attempt alone")
     return "\n".join(lines)
 
 

@@ -180,6 +180,7 @@ def ratios_for(path: str, workload) -> tuple[dict, str]:
     cal = load_calibration(path)
     fits = fits_from_calibration(cal.raw)
     if fits:
+        endpoint_fits(cal)  # the same checks as the simulator's: finite, per-token times > 0
         return derive_ratios(fits["weak"], fits["strong"], workload, draws=10)["time"], f"{path} (endpoint fits)"
     missing = [k for k in RATIO_KEYS if k not in cal.ratios]
     if missing:

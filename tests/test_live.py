@@ -9,12 +9,13 @@ import math
 import socket
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
-from costsim import formulas
+from costsim import formulas, resources
 from costsim.calibration import load_calibration
 from costsim.cli.main import main
 from costsim.live import metrics
@@ -294,7 +295,7 @@ class _Recorder:
 
     def complete(self, prompt, max_tokens):
         self.log.append((self.role, len(prompt), max_tokens))
-        return type("R", (), {"completion_tokens": max_tokens})()
+        return type("R", (), {"completion_tokens": max_tokens, "wall_s": 0.001 * max_tokens, "attempts": 1})()
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0])
@@ -311,6 +312,7 @@ def test_validation_runs_the_simulators_schedules_with_these_shapes(p):
     for _ in drive(strong_only.schedule(task), eps, None, random.Random(0), so):
         pass
     assert log == [("strong", 16, 32)] * 6 and so.committed == 6 and so.strong_tokens == 6 * 32
+    assert so.seconds == pytest.approx(6 * 0.032)  # the answers' own wall times
     log.clear()
     opts = dict(K=3, review="all", verdict_tokens=8, rho=1.0)
     for _ in drive(specagent.schedule(task, **opts), eps, StratifiedReviews(p, 3), random.Random(0), sa):
@@ -570,11 +572,45 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
     (["calibrate", "--weak", "a", "--strong", "b", "--step-tokens", "0"], "--step-tokens must be an integer >= 1"),
     (["validate", "--p-accept", "0.5", "--weak", "a", "--strong", "b", "--calibration", "/nonexistent.toml"],
      "no such calibration file"),
+    (["calibrate", "--weak", "a", "--strong", "b", "--max-prompt-tokens", "-5"], "--max-prompt-tokens must be >= 1"),
+    (["calibrate", "--weak", "a", "--strong", "b", "--max-output-tokens", "0"], "--max-output-tokens must be >= 1"),
+    (["calibrate", "--weak", "a", "--strong", "b", "--timeout", "inf"], "--timeout must be in (0, 86400] s"),
+    (["calibrate", "--weak", "ftp://a", "--strong", "b"], "--weak ftp://a: not an endpoint URL"),
+    (["calibrate", "--weak", "a", "--strong", "http://b:99999"], "--strong http://b:99999: not an endpoint URL"),
+    (["validate", "--p-accept", "0.5", "--weak", "a", "--strong", "b", "--resume"],
+     "--resume goes on from the probes of --save-calibration"),
 ])
-def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys):
+def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # calibrate's default output
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.startswith("costsim: error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("cmd", [["calibrate", "-o", "{trace}"], ["validate", "-p", "0.8", "--save-calibration", "{trace}"],
+                                 ["calibrate", "-o", "{out}"]])
+def test_cli_a_calibration_is_never_written_over_its_trace_nor_its_probes_onto_a_folder(cmd, tmp_path, capsys):
+    trace = tmp_path / "mine.jsonl"
+    trace.write_bytes((resources.data_dir("traces") / "tau2-airline.jsonl").read_bytes())
+    before = trace.read_bytes()
+    out = tmp_path / "c.toml"
+    (tmp_path / "c.toml.probes.json").mkdir()
+    url = f"http://127.0.0.1:{_closed_port()}"
+    argv = [c.format(trace=trace, out=out) for c in cmd] + ["--weak", url, "--strong", url, "--trace", str(trace)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert ("refusing to overwrite an input file" in err if "{trace}" in cmd[-1] else "is a directory" in err)
+    assert err.count("\n") == 1 and trace.read_bytes() == before and not out.exists()
+
+
+def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsys):
+    res = _result()
+    res["fits"]["weak"] = replace(res["fits"]["weak"], prefill_s_per_token=-0.001)
+    cal = tmp_path / "neg.toml"
+    cal.write_text(to_toml(res, "test"))
+    assert main(["validate", "-p", "0.8", "--weak", "a", "--strong", "b", "--calibration", str(cal)]) == 2
+    err = capsys.readouterr().err
+    assert "[weak] per-token times must be > 0" in err and err.count("\n") == 1
 
 
 def test_workload_from_a_trace_takes_its_medians_and_flags_win():
@@ -697,3 +733,41 @@ def test_timings_holding_strings_are_ignored(scripted):
 
     r = Endpoint(scripted(step).url, retries=0).complete([1000] * 3, 2)
     assert r.server_prompt_s is None and r.server_decode_s == pytest.approx(0.004)
+
+
+def test_a_server_that_answers_a_stream_request_with_json_is_read_as_it_answered(scripted):
+    def plain(h, body):
+        h._send(200, {"choices": [{"text": "x", "finish_reason": "length"}],
+                      "usage": {"prompt_tokens": 4, "completion_tokens": body["max_tokens"]}})
+
+    s = scripted(plain)
+    ep = Endpoint(s.url, retries=0)
+    r = ep.complete([1000] * 4, 5)
+    assert (r.completion_tokens, r.ttft_s, ep.streaming, s.calls) == (5, None, False, 1)
+
+
+def test_an_answer_without_its_token_counts_is_malformed(scripted):
+    def no_prompt_count(h, body):
+        h._send(200, {"choices": [{"text": "x", "finish_reason": "length"}], "usage": {"completion_tokens": 3}})
+
+    s = scripted(no_prompt_count)
+    with pytest.raises(EndpointError, match="malformed answer: no usage.prompt_tokens"):
+        Endpoint(s.url, retries=0).complete([1000] * 4, 3, stream=False)
+
+
+def test_a_4xx_names_the_request_and_a_bad_url_is_refused_naming_it(scripted):
+    s = scripted(ok())
+    with pytest.raises(EndpointError, match=r": GET /nope: HTTP 404"):
+        Endpoint(s.url, retries=0).get("/nope")
+    for url, why in (("ftp://x", "http:// or https://"), ("http://127.0.0.1:99999", "Port out of range"),
+                     ("http://[::1", "Invalid IPv6 URL"), ("http://user:pw@h:70000", "Port out of range")):
+        with pytest.raises(ValueError, match=why) as e:
+            Endpoint(url)
+        assert "pw" not in str(e.value)
+
+
+def test_a_retried_call_is_timed_by_the_attempt_that_answered(scripted):
+    s = scripted(status(503, "0.4"), ok())
+    t0 = time.perf_counter()
+    r = Endpoint(s.url, retries=1, backoff_s=0.01).complete([1000] * 3, 2)
+    assert r.attempts == 2 and time.perf_counter() - t0 >= 0.4 > r.wall_s

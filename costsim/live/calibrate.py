@@ -64,18 +64,27 @@ def warm_up(ep: Endpoint, rng: random.Random, calls: int = 2) -> bool:
 
 def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0, allow_cache=False,
              max_prompt_tokens=None, max_output_tokens=None, probes_path=None, resume=False,
-             progress=None) -> dict:
+             progress=None, local=False) -> dict:
     """Measure, fit and derive. Returns the result dict that :func:`to_toml` writes.
 
     ``progress(done, total)`` is called after each probe. On an endpoint failure the completed
     probes are saved (when ``probes_path`` is given) and :class:`CalibrationRunError` is raised.
+    ``local``: the endpoints are local servers started for this run, known by their models (their
+    ports change from run to run), not by their URLs, when probes are resumed.
     """
     plan = make_plan(w, repeats=repeats, seed=seed, max_prompt_tokens=max_prompt_tokens,
                      max_output_tokens=max_output_tokens)
+    eps = {"weak": weak, "strong": strong}
+    try:
+        for ep in eps.values():
+            ep.discover()
+    except EndpointError as e:
+        raise CalibrationRunError(str(e)) from None
     header = {"version": PROBES_VERSION, "workload": w.as_dict(), "repeats": repeats, "seed": seed,
               "allow_cache": allow_cache, "max_prompt_tokens": max_prompt_tokens,
               "max_output_tokens": max_output_tokens,
-              "weak_url": weak.url, "strong_url": strong.url}
+              **({"weak_model": weak.model, "strong_model": strong.model} if local else
+                 {"weak_url": weak.url, "strong_url": strong.url})}
     run = Run(plan, header, probes_path=Path(probes_path) if probes_path else None)
     if resume and run.probes_path is not None and run.probes_path.exists():
         try:
@@ -86,16 +95,24 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
             raise CalibrationRunError(f"{run.probes_path}: saved probes are for other endpoints or options; "
                                       "run without --resume to start over")
         run.rows = list(saved.get("rows", []))
-    eps = {"weak": weak, "strong": strong}
     rng = random.Random()  # fresh prefixes: not seeded, so no two runs share a prompt
     snap_before, calls = {}, {"weak": 0, "strong": 0}
-    forced = {}
+    forced, notes = {}, []
+
+    def snapshot(ep):
+        """The server's own /metrics, parsed; None, with a note, where it cannot be read: the
+        cross-check with them is optional, the probes are not lost for it."""
+        try:
+            txt = ep.metrics_text()
+            return _metrics.parse(txt) if txt else None
+        except (EndpointError, _metrics.MetricsError) as e:
+            notes.append(f"{ep.url}/metrics unreadable ({e}): no cross-check with the server's own timings")
+            return None
+
     try:
         for role, ep in eps.items():
-            ep.discover()
             forced[role] = warm_up(ep, rng)
-            txt = ep.metrics_text()
-            snap_before[role] = _metrics.parse(txt) if txt else None
+            snap_before[role] = snapshot(ep)
         done = run.done_ids()
         todo = [p for p in plan if p.id not in done]
         if progress:
@@ -112,21 +129,25 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
                 progress(len(run.rows), len(plan))
         server = {}
         for role, ep in eps.items():
-            txt = ep.metrics_text() if snap_before[role] is not None else None
-            server[role] = (_metrics.server_timing(snap_before[role], _metrics.parse(txt), requests=calls[role])
-                            if txt else None)
+            after = snapshot(ep) if snap_before[role] is not None else None
+            server[role] = (_metrics.server_timing(snap_before[role], after, requests=calls[role])
+                            if after is not None else None)
     except EndpointError as e:
         where = ""
         if run.rows and run.probes_path is not None:
             run.save()
             where = f"; {len(run.rows)} probes saved to {run.probes_path}, rerun with --resume"
         raise CalibrationRunError(f"{e}{where}") from None
-    except _metrics.MetricsError as e:
-        raise CalibrationRunError(f"unreadable /metrics: {e}") from None
-    return analyse(run.rows, w, weak, strong, forced, server, allow_cache)
+    return analyse(run.rows, w, weak, strong, forced, server, allow_cache, notes)
 
 
-def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool) -> dict:
+#: A fit poorer than this is written with a warning: the linear per-call model t = overhead +
+#: prefill·P + decode·N then misses what the endpoint does (a loaded machine, a cache).
+FIT_WARN_R2, FIT_WARN_RESIDUAL = 0.9, 0.25
+
+
+def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool,
+            notes=()) -> dict:
     fits = {}
     for role in ("weak", "strong"):
         rr = [r for r in rows if r["role"] == role]
@@ -135,7 +156,12 @@ def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, s
         except _fit.FitError as e:
             raise CalibrationRunError(f"{role} endpoint {(weak if role == 'weak' else strong).url}: {e}") from None
     ratios = _fit.derive_ratios(fits["weak"], fits["strong"], w)
-    warnings = []
+    warnings = list(notes)
+    for role, f in fits.items():
+        if f.r2 < FIT_WARN_R2 or f.max_rel_residual > FIT_WARN_RESIDUAL:
+            warnings.append(f"{role}: a poor fit (R² {f.r2:.3f}, worst shape off by {f.max_rel_residual:.0%}; "
+                            f"warned below R² {FIT_WARN_R2} or past {FIT_WARN_RESIDUAL:.0%}): measure again on a "
+                            "quiet machine, or with more --repeats")
     for role in ("weak", "strong"):
         rr = [r for r in rows if r["role"] == role]
         short = sum(1 for r in rr if r["completion_tokens"] < r["requested_tokens"])

@@ -35,6 +35,19 @@ def public_url(url: str) -> str:
     return urlunsplit((s.scheme, host, s.path, "", ""))
 
 
+def url_problem(url: str) -> str | None:
+    """What is wrong with an endpoint's ``url`` (None: nothing): a scheme other than HTTP(S),
+    no host, a port out of range, a bracket left open."""
+    try:
+        s = urlsplit(url)
+        s.port  # noqa: B018 - raises for a port out of range
+    except ValueError as e:
+        return str(e)
+    if s.scheme not in ("http", "https"):
+        return "an endpoint's URL is http:// or https://"
+    return None if s.hostname else "no host"
+
+
 def redact(text: str, secrets) -> str:
     """``text`` with every secret (an API key, a URL password) replaced by ``***``."""
     for sec in secrets:
@@ -98,8 +111,13 @@ class Endpoint:
 
     def __post_init__(self):
         u = self.url.strip().rstrip("/")
-        if not u.startswith(("http://", "https://")):
+        if "://" not in u:
             u = "http://" + u
+        why = url_problem(u)
+        if why:
+            scheme, _, rest = u.partition("://")
+            shown = f"{scheme}://{rest.rpartition('@')[2]}"  # never a credential in a message
+            raise ValueError(f"{shown}: not an endpoint URL ({why})")
         self.base = u[:-3] if u.endswith("/v1") else u  # with any credentials: what requests use
         self.url = public_url(self.base)  # without them: what every message shows
         if self.retries < 0:
@@ -175,7 +193,7 @@ class Endpoint:
             return _Retryable(f"connection dropped ({_short(exc) or type(exc).__name__})")
         return _Retryable(f"{type(exc).__name__}: {_short(exc)}")
 
-    def _check_status(self, r):
+    def _check_status(self, r, what: str):
         if r.status_code == 429 or r.status_code >= 500:
             ra = r.headers.get("retry-after")
             try:
@@ -184,7 +202,7 @@ class Endpoint:
                 ra = None
             raise _Retryable(f"HTTP {r.status_code} {_reason(r)}", ra, r.status_code)
         if r.status_code >= 400:
-            raise self._fail(f"HTTP {r.status_code} {_reason(r)}", r.status_code)
+            raise self._fail(f"{what}: HTTP {r.status_code} {_reason(r)}", r.status_code)
 
     def get(self, path: str, retries: bool = True) -> "object":
         import httpx
@@ -194,7 +212,7 @@ class Endpoint:
                 r = self._http().get(self.base + path, headers=self._headers())
             except httpx.HTTPError as e:
                 raise self._classify(e) from None
-            self._check_status(r)
+            self._check_status(r, f"GET {path}")
             return r
 
         if not retries:
@@ -274,7 +292,7 @@ class Endpoint:
                     raise
         if isinstance(prompt, list):
             self.token_prompts = True
-        if use_stream:
+        if use_stream and self.streaming is None:  # (False if it answered without streaming)
             self.streaming = True
         res.requested_tokens, res.attempts = int(max_tokens), attempts
         if res.completion_tokens > max_tokens:
@@ -290,14 +308,18 @@ class Endpoint:
         try:
             if not stream:
                 r = self._http().post(url, headers=self._headers(), json=body)
-                self._check_status(r)
+                self._check_status(r, "POST /v1/completions")
                 wall = time.perf_counter() - t0
                 return _result(_json(r, self.url), wall, None)
             final, finish, n_chunks, done = {}, None, 0, False
             with self._http().stream("POST", url, headers=self._headers(), json=body) as r:
                 if r.status_code >= 400:
                     r.read()
-                self._check_status(r)
+                self._check_status(r, "POST /v1/completions")
+                if r.headers.get("content-type", "").startswith("application/json"):  # answered without streaming
+                    r.read()
+                    self.streaming = False
+                    return _result(_json(r, self.url), time.perf_counter() - t0, None)
                 for line in r.iter_lines():
                     if time.perf_counter() - t0 > self.timeout_s:  # keep-alives reset httpx's read timeout
                         raise _Retryable(f"no complete answer within the {self.timeout_s:g} s deadline")
@@ -343,6 +365,8 @@ def _result(d, wall: float, ttft: float | None) -> CallResult:
         return v
 
     def count(v, what):
+        if v is None:
+            raise _Retryable(f"malformed answer: no {what}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v != int(v):
             raise _Retryable(f"malformed answer: {what} is not a token count")
         return int(v)
@@ -357,8 +381,8 @@ def _result(d, wall: float, ttft: float | None) -> CallResult:
     details = obj(u.get("prompt_tokens_details"), "usage.prompt_tokens_details")
     cached = details.get("cached_tokens", t.get("cache_n"))
     return CallResult(
-        prompt_tokens=count(u.get("prompt_tokens", 0), "usage.prompt_tokens"),
-        completion_tokens=count(u.get("completion_tokens", 0), "usage.completion_tokens"),
+        prompt_tokens=count(u.get("prompt_tokens"), "usage.prompt_tokens"),
+        completion_tokens=count(u.get("completion_tokens"), "usage.completion_tokens"),
         requested_tokens=0, wall_s=wall, ttft_s=ttft, finish_reason=ch.get("finish_reason"),
         cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None,
         server_prompt_s=ms(t.get("prompt_ms")), server_decode_s=ms(t.get("predicted_ms")),

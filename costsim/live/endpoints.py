@@ -25,8 +25,8 @@ def open_endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=No
         raise ValueError("give either --local or --weak/--strong URLs, not both")
     if not local and not (weak and strong):
         raise ValueError("both --weak URL and --strong URL are needed (or --local)")
-    if timeout <= 0 or retries < 0:
-        raise ValueError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
+    if not 0 < timeout <= 86400 or retries < 0:  # a day: past any one request, short of the clock's overflow
+        raise ValueError(f"--timeout must be in (0, 86400] s and --retries >= 0, got {timeout} and {retries}")
     servers = None
 
     def _term(*_):
@@ -44,7 +44,12 @@ def open_endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=No
                 raise ValueError(str(e)) from None
             weak, strong = servers.weak.url, servers.strong.url
             key_envs = (None, None)
-        eps = [Endpoint(u, api_key_env=k, timeout_s=timeout, retries=retries) for u, k in zip((weak, strong), key_envs)]
+        eps = []
+        for role, u, k in zip(("weak", "strong"), (weak, strong), key_envs):
+            try:
+                eps.append(Endpoint(u, api_key_env=k, timeout_s=timeout, retries=retries))
+            except ValueError as e:
+                raise ValueError(f"--{role} {e}") from None
         try:
             yield eps[0], eps[1]
         finally:

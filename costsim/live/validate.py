@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from dataclasses import dataclass, replace
 
 from .. import formulas
@@ -78,6 +77,7 @@ class Tally:
     weak_tokens: int = 0
     reviews: int = 0
     rejections: int = 0
+    retried_calls: int = 0  # calls that failed first: only their answering attempt is timed
 
     def add(self, other: "Tally"):
         for k in self.__dataclass_fields__:
@@ -103,9 +103,9 @@ def drive(schedule, endpoints: dict, reviews: StratifiedReviews, rng: random.Ran
         kind = type(cmd)
         if kind is Call:
             ep = endpoints[cmd.model]
-            t0 = time.perf_counter()
             r = ep.complete(ep.random_prompt(max(cmd.prefill, 1), rng), cmd.decode)
-            tally.seconds += time.perf_counter() - t0
+            tally.seconds += r.wall_s  # the attempt that answered: no retry's wait or backoff
+            tally.retried_calls += r.attempts > 1
             setattr(tally, f"{cmd.model}_calls", getattr(tally, f"{cmd.model}_calls") + 1)
             setattr(tally, f"{cmd.model}_tokens", getattr(tally, f"{cmd.model}_tokens") + r.completion_tokens)
         elif kind is Review:
