@@ -143,7 +143,7 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
 
 #: A fit poorer than this is written with a warning: the linear per-call model t = overhead +
 #: prefill·P + decode·N then misses what the endpoint does (a loaded machine, a cache).
-FIT_WARN_R2, FIT_WARN_RESIDUAL = 0.9, 0.25
+FIT_WARN_R2, FIT_WARN_RESIDUAL = 0.9, 0.5
 
 
 def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool,
