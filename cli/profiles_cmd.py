@@ -100,7 +100,7 @@ def _capacity(dev, model, gpus, dtype, engine, context, json_out):
            "reserve_bytes": dep.n_devices * eng.reserve_gb * 1e9, "memory_utilization": eng.memory_utilization,
            "kv_pool_bytes": memory.kv_pool_bytes(dep), "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
            "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
-           "context": context, "kv_capacity_sequences": memory.max_sequences(dep, context)}
+           "context": context, "kv_capacity_sequences": memory.sequences_held(dep, context)}  # none: unbounded
     if json_out:
         typer.echo(dumps(out))
         return
@@ -112,7 +112,7 @@ def _capacity(dev, model, gpus, dtype, engine, context, json_out):
         f"  KV pool       {out['kv_pool_bytes'] / 1e9:.1f} GB = {out['kv_capacity_tokens']:,.0f} tokens "
         f"at {out['kv_bytes_per_token'] / 1e3:.1f} kB a token"
         + (f" (+ {out['state_bytes_per_sequence'] / 1e6:.1f} MB of state a sequence)" if out["state_bytes_per_sequence"] else ""),
-        f"  sequences     {out['kv_capacity_sequences']:,} of {context:,.0f} tokens at once",
+        f"  at once       {memory.sequences_text(out['kv_capacity_sequences'], context)}",
     ]))
 
 

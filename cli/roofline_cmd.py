@@ -69,11 +69,12 @@ def roofline(
             "fixed_latency_s_per_iteration": coef.fixed_s,
             "weight_bytes": dep.weight_bytes, "kv_pool_bytes": pool,
             "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
-            "kv_capacity_sequences": memory.max_sequences(dep, ctx_held), "kv_capacity_context": ctx_held}
+            "kv_capacity_sequences": memory.sequences_held(dep, ctx_held),  # none: unbounded
+            "kv_capacity_context": ctx_held}
     title = f"{dep.describe()}"
     mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {pool / 1e9:.1f} GB "
                 f"({eng.memory_utilization:g} of {n}x {d.memory_gb:g} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
-                f"{head['kv_capacity_tokens']:,.0f} tokens, {head['kv_capacity_sequences']:,} sequences of {ctx_held:,.0f}")
+                f"{head['kv_capacity_tokens']:,.0f} tokens, {memory.sequences_text(head['kv_capacity_sequences'], ctx_held)}")
     if concurrency is not None:
         pt = serving.serving_point(dep, concurrency, input_len, output_len)
         out = {**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
@@ -129,7 +130,7 @@ def roofline(
         f"; + {coef.fixed_s * 1e3:.3f} ms fixed engine latency",
         f"  balance point B*   {'never (KV traffic grows as fast as FLOPs)' if B == float('inf') else f'{B:.0f} sequences'}"
         f" at this context; paper's form {out['balance_batch_paper']:.1f}"
-        + (f"; beyond the {head['kv_capacity_sequences']} sequences that fit" if B > head["kv_capacity_sequences"] else ""),
+        + (f"; beyond the {head['kv_capacity_sequences']} sequences that fit" if head["kv_capacity_sequences"] is not None and B > head["kv_capacity_sequences"] else ""),
         mem_line,
         f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "
         f"{eng.fraction('flops_fraction', d):g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "

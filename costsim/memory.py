@@ -62,6 +62,18 @@ def max_sequences(dep: Deployment, context: float) -> int:
     return int(n) if n < UNBOUNDED else UNBOUNDED
 
 
+def sequences_held(dep: Deployment, context: float) -> int | None:
+    """:func:`max_sequences` as a command reports it: None where it is unbounded."""
+    n = max_sequences(dep, context)
+    return None if n >= UNBOUNDED else n
+
+
+def sequences_text(n: int | None, context: float) -> str:
+    """``n`` sequences of ``context`` tokens in words (:func:`sequences_held`)."""
+    return (f"{n:,} sequences of {context:,.0f} tokens" if n is not None else
+            f"sequences unbounded at {context:,.0f} tokens of context (one holds no KV)")
+
+
 def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16", engine: Engine | None = None,
                     kv_fraction: float = 0.1, max_devices: int = 1024) -> int:
     """The fewest devices, a power of two (tensor parallelism), whose usable memory holds the

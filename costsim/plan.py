@@ -576,7 +576,7 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
                 f"at least as much strong time as Strong-only's steps (break-even kappa <= 0), however fast the weak "
                 f"model (kappa {pp.kappa:.2f} at the operating batches). It needs a higher p_u.")
     return (f"SpecAgent {'pays' if pays else 'does not pay'} in time here: a weak step takes {pp.kappa:.2f} of a "
-            f"strong one at the operating batches (strong {sb:.1f}, weak {wb:.1f}; kappa), "
+            f"strong one (kappa) at the operating mean running batches (strong {sb:.1f}, weak {wb:.1f} sequences), "
             f"{'below' if pays else 'above'} the break-even {bek:.2f} at p_u = {base.p:g}, K = {c.K}. "
             f"It stops paying when kappa passes {bek:.2f} (slower weak replicas, or busier ones) or when the strong "
             f"batch passes the balance point B* = {b_txt} at {ctx:,.0f} tokens of context, where its extra prefill "

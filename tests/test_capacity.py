@@ -181,7 +181,7 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     c = cap.cost(s, w, strong=2, weak=3, task_rate=0.5)
     hours = 1000 / 0.5 / 3600
     assert c["gpu_hours_per_1k_tasks"] == pytest.approx(5 * hours)
-    assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.49)
+    assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.99)
     assert "h100-sxm.toml" in c["price_sources"]["strong"]
     from dataclasses import replace
 

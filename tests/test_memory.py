@@ -92,3 +92,15 @@ def test_roofline_prints_kv_capacity(capsys):
     dep = Deployment(load_model("llama-3.1-8b"), load_device("h100"), 1, "bf16")
     assert r["kv_capacity_sequences"] == memory.max_sequences(dep, 8000)
     assert r["kv_pool_bytes"] == pytest.approx(memory.kv_pool_bytes(dep))
+
+
+def test_roofline_says_unbounded_where_a_sequence_holds_no_kv(capsys):
+    import json
+
+    argv = ["roofline", "--model", "llama-3.1-8b", "--device", "h100", "--batch", "1", "--context", "0"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and "sequences unbounded at 0 tokens of context" in out and "4,611,686" not in out
+    code, out, _ = run(argv + ["--json"], capsys)
+    assert json.loads(out)["kv_capacity_sequences"] is None
+    code, out, _ = run(["hardware", "show", "h100", "--model", "llama-3.1-8b", "--context", "0"], capsys)
+    assert code == 0 and "sequences unbounded at 0 tokens of context" in out

@@ -103,7 +103,7 @@ def test_prices_have_their_sources_dates_and_ages():
     t = P.prices(["h100-sxm", "h20"], {"h20": 0.9}, today=dt.date(2026, 12, 1))
     assert t["h20"] == {"usd_per_gpu_hour": 0.9, "source": "--price", "date": None, "age_days": None}
     h = t["h100-sxm"]
-    assert h["usd_per_gpu_hour"] == 3.49 and h["date"] == "2026-10-24" and h["age_days"] == 38
+    assert h["usd_per_gpu_hour"] == 3.99 and h["date"] == "2026-10-24" and h["age_days"] == 38
     assert P.parse_prices(["H100=2.5", "b200=6/h"]) == {"h100-sxm": 2.5, "b200": 6.0}
     for bad in ("h100", "h100=-1", "h100=x", "=3"):
         with pytest.raises(ValueError, match="--price"):

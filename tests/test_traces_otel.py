@@ -149,7 +149,7 @@ def test_bad_input_names_file_line_and_field(tmp_path):
         if kv["key"] == "gen_ai.usage.output_tokens":
             kv["value"] = {"intValue": "-5"}
     bad.write_text(json.dumps(tokens) + "\n")
-    with pytest.raises(TraceError, match="gen_ai.usage.output_tokens': expected a token count in \[0, 1e\+09\]"):
+    with pytest.raises(TraceError, match=r"gen_ai.usage.output_tokens': expected a token count in \[0, 1e\+09\]"):
         import_otel(bad, strict=True)
 
 

@@ -149,7 +149,7 @@ def balance_point(df):
                     color=c, fontsize=8.5, ha="left", transform=ax.transAxes)
         if r["kv_limit"] < 300:
             ax.axvline(r["kv_limit"], color=c, ls=":", lw=1.4)
-            ax.text(r["kv_limit"] * 0.96, 0.08, f"KV limit {r['kv_limit']} ({dev})", color=c, fontsize=8,
+            ax.text(r["kv_limit"] * 0.96, 0.22, f"KV limit {r['kv_limit']} ({dev})", color=c, fontsize=8,  # above the B* notes
                     rotation=90, ha="right", va="bottom")
     ax.axhline(1.0, color="k", lw=1, ls=":")
     ax.text(1.05, 1.02, "Strong-only", fontsize=8.5)

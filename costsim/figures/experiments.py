@@ -48,7 +48,7 @@ def cost_model(kappa: float = 0.2, rho: float = 1.0) -> pd.DataFrame:
                 y0, y1 = formulas.L_limit_p0(n, VD_PASSES, rho, kappa), formulas.L_limit_p1(n, VD_PASSES, kappa)
             curves[(which, n)] = (y, float(y0), float(y1))
             rows += [(which, n, float(pi), float(yi)) for pi, yi in zip(p[::20], y[::20])]
-    R_all = np.concatenate([curves[("R", n)][0] for n in COST_MODEL_NS])
+    R_all = np.concatenate([np.append(curves[("R", n)][0], curves[("R", n)][1:]) for n in COST_MODEL_NS])
     return _frame(["curve", "n", "p", "value"], rows, p=p, curves=curves,
                   result={"kappa": kappa, "rho": rho, "v_over_d": VD_PASSES,
                           "R_range": (float(R_all.min()), float(R_all.max()))})
