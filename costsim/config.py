@@ -37,7 +37,9 @@ WORKLOAD = Workload()
 WORKLOAD_SOURCES = {
     "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
     "step_tokens": "median completion tokens over the 467 agent calls of the recorded tau²-Bench Airline run",
-    "obs_tokens": "median tool result of that run, ceil(chars/4) over its 371 tool calls: 174",
+    "obs_tokens": "median tool result of that run, ceil(chars/4) over its 371 tool calls: 174; 175, declared "
+                  "before that recount, is kept (at 174 predict's ratios agree to 4 decimals, its best-K L_u "
+                  "moves by 1e-4)",
     "context_tokens": "median prompt tokens over the 467 agent calls of that run",
     "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
     "K": "paper: the chunk size of its tau² runs",

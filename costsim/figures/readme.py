@@ -183,7 +183,7 @@ def index(done: dict) -> str:
         "",
         "v/d in time from `roofline.protocol_parameters` for the default deployment (Qwen3.5-397B-A17B FP8 on",
         "8 GPUs, batch 16, 7,720-token context, 340-token steps, 24-token verdict) on H20 and H100, for",
-        "observations of 175 (the recorded Airline run's median tool result), 1,000 and 2,000 tokens, against the paper's pass",
+        "observations of 175 (the workload default; the recorded Airline run's median tool result is 174), 1,000 and 2,000 tokens, against the paper's pass",
         "counting (one weight pass for the whole prefill). On the compute-poor H20 a review of a 6-step chunk",
         "with 2,000-token observations costs "
         f"{done['pass-counting']['result']['v_over_d_time_at_6_h20'][2000]:.3f} of a step, "
