@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, EDGE_CLOUD as E, EDGE_CLOUD_SETTINGS, EDGE_CLOUD_SOURCES, OPTIONS
+from costsim.config import DEPLOYMENTS as D, OPTIONS, edge_cloud_setting
 
 # Deployment options every command that costs a deployment takes.
 ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
@@ -60,8 +60,8 @@ def protocol_flag(name: str, *decls: str, default=..., shown: str | None = None)
 def edge_cloud_flag(setting: str, flag: str):
     """The flag of an API-backend setting, with its help, default and source from
     :data:`costsim.config.EDGE_CLOUD_SETTINGS`; none given: the default."""
-    f, what = EDGE_CLOUD_SETTINGS[setting]
-    return typer.Option(None, flag, help=f"Edge-cloud: {what} [{getattr(E, f)}] ({EDGE_CLOUD_SOURCES[f]}).")
+    default, what, source = edge_cloud_setting(setting)
+    return typer.Option(None, flag, help=f"Edge-cloud: {what} [{default}] ({source}).")
 
 
 # The scenario options of simulate and replay (capacity takes most of them), declared once:

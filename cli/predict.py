@@ -56,6 +56,7 @@ def render(r: dict) -> str:
             f"chunks end at a write (rate {r['write_rate']:g}/step) or auto-commit at {r['K']} reads; "
             f"mean reviewed chunk n = {r['n']:.2f}")
     B = r["balance_batch"]
+    best_K = f"best K for this p_u (min L_u over K = 1..{r['best_K_searched']})"
     measured = [k for k in ("v_over_d", "rho", "kappa") if str(src.get(k, "")).startswith("calibration")]
     names = {"v_over_d": "v/d", "rho": "rho", "kappa": "kappa"}
     in_time = "v_over_d" in measured or "rho" in measured  # R_u's own terms measured in time
@@ -84,8 +85,7 @@ def render(r: dict) -> str:
          f"(only chunks ending at a write are reviewed)"),
         f"  break-even kappa (L_u = 1)                                     {r['break_even_kappa']:.3f}"
         + ("  (never faster: R_u ≥ 1)" if r["break_even_kappa"] <= 0 else ""),
-        f"  best K for this p_u (min L_u over K = 1..{r['best_K_searched']}){' ' * (21 - len(str(r['best_K_searched'])))}"
-        f"K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})"
+        f"  {best_K:<63}K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})"
         + ("  (the largest K searched: L_u still falls with K)" if r["best_K"] == r["best_K_searched"] else ""),
         f"  {r['verdict']}",
         "",

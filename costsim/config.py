@@ -102,6 +102,14 @@ EDGE_CLOUD_SETTINGS = {
     "api_output_tps": ("output_tps", "API output tokens/s, where its profile has none"),
     "edge_device": ("edge_device", "local device of the weak model"),
 }
+
+
+def edge_cloud_setting(setting: str) -> tuple:
+    """``(default, what it is, its source)`` of an API-backend setting (:data:`EDGE_CLOUD_SETTINGS`)."""
+    f, what = EDGE_CLOUD_SETTINGS[setting]
+    return getattr(EDGE_CLOUD, f), what, EDGE_CLOUD_SOURCES[f]
+
+
 @dataclass(frozen=True)
 class PlanSearch:
     """What `costsim plan` searches when the user names none: the datacentre devices with

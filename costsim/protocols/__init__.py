@@ -78,7 +78,7 @@ def describe(name: str) -> dict:
     fixes (an ablation's), and each option it takes, in its declaration's order
     (:data:`costsim.config.OPTIONS`), with default, allowed words and help; and for a protocol
     on the API backend, the ``deployment`` settings it reads (:data:`costsim.config.EDGE_CLOUD_SETTINGS`)."""
-    from ..config import API_BILLED, EDGE_CLOUD, EDGE_CLOUD_SETTINGS, EDGE_CLOUD_SOURCES, ON_API, OPTIONS
+    from ..config import API_BILLED, EDGE_CLOUD_SETTINGS, ON_API, OPTIONS, edge_cloud_setting
 
     if name not in PROTOCOLS:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
@@ -90,8 +90,11 @@ def describe(name: str) -> dict:
                            "declared_in": cls.__name__}
                        for k, (cls, f) in OPTIONS.items() if k in takes and k not in fixed}}
     if name in ON_API:  # the strong model behind an API; the weak one (edge-cloud's) on a local device
-        out["deployment"] = {k: {"default": getattr(EDGE_CLOUD, f), "help": f"{what} ({EDGE_CLOUD_SOURCES[f]})"}
-                             for k, (f, what) in EDGE_CLOUD_SETTINGS.items() if k != "edge_device" or name in API_BILLED}
+        out["deployment"] = {}
+        for k in EDGE_CLOUD_SETTINGS:
+            if k != "edge_device" or name in API_BILLED:
+                default, what, source = edge_cloud_setting(k)
+                out["deployment"][k] = {"default": default, "help": f"{what} ({source})"}
     return out
 
 

@@ -83,21 +83,33 @@ class Recorded:
         return len(steps)
 
 
+def p_dist_parts(spec: str | None) -> tuple[str, list[float]]:
+    """``--p-dist``'s kind and numbers (``("", [])`` for none given): 'beta:4,1' is
+    ``("beta", [4.0, 1.0])``. ValueError where the numbers are not numbers."""
+    kind, _, args = (spec or "").partition(":")
+    try:
+        return kind, [float(x) for x in args.split(",")] if args else []
+    except ValueError:
+        raise ValueError(f"--p-dist {spec!r}: parameters must be numbers") from None
+
+
+def recorded_fallback(spec: str | None, p: float) -> float:
+    """The p_u of steps without a recorded verdict under ``--p-dist recorded[:p]`` (else ``p``)."""
+    kind, vals = p_dist_parts(spec)
+    return vals[0] if kind == "recorded" and vals else p
+
+
 def parse_p_dist(spec: str | None, p: float):
     """A factory ``rng -> process`` from ``--p-dist``: None (Bernoulli p), 'beta:a,b',
     'markov:p_good,p_bad,switch_gb,switch_bg', or 'recorded[:fallback_p]'."""
     if not spec:
         return lambda rng: Bernoulli(rng, p)
-    kind, _, args = spec.partition(":")
-    try:
-        vals = [float(x) for x in args.split(",")] if args else []
-    except ValueError:
-        raise ValueError(f"--p-dist {spec!r}: parameters must be numbers") from None
+    kind, vals = p_dist_parts(spec)
     if kind == "beta" and len(vals) == 2 and all(0 < v < float("inf") for v in vals):
         return lambda rng: BetaBernoulli(rng, *vals)
     if kind == "markov" and len(vals) == 4 and all(0 <= v <= 1 for v in vals):
         return lambda rng: Markov(rng, *vals)
     if kind == "recorded" and len(vals) <= 1 and all(0 <= v <= 1 for v in vals):
-        return lambda rng: Recorded(rng, vals[0] if vals else p)
+        return lambda rng: Recorded(rng, recorded_fallback(spec, p))
     raise ValueError(f"--p-dist {spec!r}: expected beta:a,b (a, b > 0), "
                      "markov:p_good,p_bad,switch_gb,switch_bg (each in [0, 1]) or recorded[:p] (p in [0, 1])")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import formulas, roofline
+from ..protocols import PROTOCOLS
 from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks, step_shape
 from . import twin
-from .acceptance import stationary_p
+from .acceptance import p_dist_parts, recorded_fallback, stationary_p
 from .metrics import summarize
 from .run import Scenario, protocol_options, simulate
-from ..protocols import PROTOCOLS
 
 
 def closed_form(tasks, sc: Scenario) -> dict:
@@ -95,8 +95,7 @@ def accept_rate(sc: Scenario):
     chain's steps pass at its stationary rate (the form leaves out their correlation); recorded
     verdicts are not in it (the fallback p_u is)."""
     fa, fr = sc.false_accept, sc.false_reject
-    kind, _, args = (sc.p_dist or "").partition(":")
-    vals = [float(x) for x in args.split(",")] if args else []
+    kind, vals = p_dist_parts(sc.p_dist)
     p, beta, words = sc.p, None, "at p_u"
     if kind == "beta":
         beta, words = tuple(vals), f"at p_u ~ Beta({vals[0]:g}, {vals[1]:g}) per task (the mean over it)"
@@ -104,7 +103,7 @@ def accept_rate(sc: Scenario):
         p = stationary_p(*vals)
         words = f"at the Markov chain's stationary p_u {p:.4g} (its correlation left out)"
     elif kind == "recorded":
-        p, words = (vals[0] if vals else sc.p), "at the fallback p_u (the recorded verdicts are not in it)"
+        p, words = recorded_fallback(sc.p_dist, sc.p), "at the fallback p_u (the recorded verdicts are not in it)"
     if fa or fr:
         words += f", through the verifier's errors (false accept {fa:g}, false reject {fr:g})"
     return (lambda q: q * (1.0 - fr) + (1.0 - q) * fa), p, beta, words

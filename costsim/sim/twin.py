@@ -27,6 +27,7 @@ from .. import formulas, protocols
 from ..config import ON_API
 from ..protocols import specagent, strong_only, weak_only
 from ..protocols.schedule import Boundary, Call, Count, Execute, Review
+from .acceptance import p_dist_parts, recorded_fallback
 from .agent import COUNTERS
 from .metrics import PER_TASK, RATIOS
 from .run import Scenario, protocol_options, replica_costs
@@ -39,8 +40,7 @@ _COL = {c: i for i, c in enumerate(COLUMNS)}
 
 def unavailable(tasks, sc: Scenario) -> str | None:
     """Why the scenario has no exact twin (None if it has one)."""
-    kind = (sc.p_dist or "").partition(":")[0]
-    if kind == "markov":
+    if p_dist_parts(sc.p_dist)[0] == "markov":
         return "correlated (Markov) verdicts"
     if sc.false_accept or sc.false_reject:
         return "verifier errors"
@@ -57,12 +57,12 @@ def expected_rows(tasks, sc: Scenario, extra=()) -> dict:
     if why:
         raise ValueError(f"no exact twin: {why}")
     names = list(dict.fromkeys(n for n in ("strong-only", *sc.protocols, *extra) if has_twin(n)))
-    kind, _, args = (sc.p_dist or "").partition(":")
+    kind, vals = p_dist_parts(sc.p_dist)
     if kind == "beta":
-        a, b = (float(x) for x in args.split(","))
+        a, b = vals
         # The costs are polynomials in a task's p_u: Gauss–Jacobi quadrature over the Beta.
         return {n: formulas.expected_over_beta(lambda p, n=n: _rows(tasks, sc, n, p), a, b) for n in names}
-    p = float(args) if kind == "recorded" and args else sc.p
+    p = recorded_fallback(sc.p_dist, sc.p)
     return {n: _rows(tasks, sc, n, np.array([p]), recorded=kind == "recorded")[..., 0] for n in names}
 
 
