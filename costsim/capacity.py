@@ -297,9 +297,19 @@ def _price(dev, override):
     if override is not None:
         return float(override), "flag"
     if dev.price_per_hour_usd is not None:
-        return float(dev.price_per_hour_usd), f"hardware/{dev.name}.toml: " + str(
-            dev.sources.get("price_per_hour_usd", dev.source))
+        return float(dev.price_per_hour_usd), f"hardware/{dev.name}.toml: {dev.price_source}"
     return None, f"no price in hardware/{dev.name}.toml"
+
+
+def hours_per_1k_tasks(task_rate: float) -> float:
+    """Hours a fleet takes to complete 1,000 tasks at ``task_rate`` tasks/s."""
+    return 1000.0 / task_rate / 3600.0
+
+
+def usd_per_1k_tasks(usd_per_hour: float, task_rate: float, api_usd_per_task: float = 0.0) -> float:
+    """USD per 1,000 tasks of a fleet paid ``usd_per_hour`` whether busy or not, completing
+    ``task_rate`` tasks/s, plus what each task pays an API."""
+    return usd_per_hour * hours_per_1k_tasks(task_rate) + 1000.0 * api_usd_per_task
 
 
 def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cost_per_task=0.0,
@@ -311,13 +321,13 @@ def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cos
     """
     gpus_s = strong * strong_dep.n_devices if strong else 0
     gpus_w = weak * weak_dep.n_devices if weak else 0
-    hours_per_1k = 1000.0 / task_rate / 3600.0
+    hours_per_1k = hours_per_1k_tasks(task_rate)
     ps, src_s = _price(strong_dep.device, strong_price) if strong else (None, "no strong replicas")
     pw, src_w = _price(weak_dep.device, weak_price) if weak else (None, "no weak replicas")
     need = [(gpus_s, ps, strong_dep.device.name if strong else ""),
             (gpus_w, pw, weak_dep.device.name if weak else "")]
     missing = sorted({name for g, p, name in need if g and p is None})
-    usd = None if missing else sum(g * p for g, p, _ in need if g) * hours_per_1k + 1000.0 * api_cost_per_task
+    usd = None if missing else usd_per_1k_tasks(sum(g * p for g, p, _ in need if g), task_rate, api_cost_per_task)
     return {
         "gpus": {"strong": gpus_s, "weak": gpus_w, "total": gpus_s + gpus_w},
         "gpu_hours_per_1k_tasks": (gpus_s + gpus_w) * hours_per_1k,

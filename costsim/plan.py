@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import roofline
+from .capacity import usd_per_1k_tasks
 from .config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
@@ -317,7 +318,7 @@ class Screen:
         out.feasible = True
         out.strong_replicas, out.weak_replicas = reps.get("strong", 0), reps.get("weak", 0)
         out.gpus = sum(reps[k] * gpu[k] for k in reps)
-        out.cost_per_1k = usd_h * 1000.0 / (rate * 3600.0) + 1000.0 * self.api_cost
+        out.cost_per_1k = usd_per_1k_tasks(usd_h, rate, self.api_cost)
         out.p95_s = p95
         out.strong_batch, out.weak_batch = batches.get("strong"), batches.get("weak")
         return out
@@ -368,7 +369,7 @@ def prices(devices, overrides: dict | None = None, today: _dt.date | None = None
             out[dev.name] = {"usd_per_gpu_hour": float(overrides[dev.name]), "source": "--price", "date": None,
                              "age_days": None}
             continue
-        src = str(dev.sources.get("price_per_hour_usd", dev.source)) if dev.price_per_hour_usd is not None else ""
+        src = dev.price_source
         dates = sorted(re.findall(r"\b(20\d\d-\d\d(?:-\d\d)?)\b", src))
         date = dates[-1] if dates else None
         age = None
@@ -548,7 +549,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
     return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"], "gpus": sum(gpus.values()),
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
-            "cost_per_1k_tasks": usd_h * 1000.0 / (task_rate * 3600.0) + 1000.0 * api,
+            "cost_per_1k_tasks": usd_per_1k_tasks(usd_h, task_rate, api),
             "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
             "steady": n >= spans * target_s * task_rate,
             "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,

@@ -63,6 +63,13 @@ class Device:
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
+    @property
+    def price_source(self) -> str:
+        """Where the price per GPU-hour comes from ('' without a price)."""
+        if self.price_per_hour_usd is None:
+            return ""
+        return str(self.sources.get("price_per_hour_usd", self.source))
+
     def cannot_run(self, dtype: str) -> str:
         """Why this device cannot run weights in ``dtype`` ('' if it can). FP8 and MXFP4 run
         everywhere (weight-only kernels, BF16 compute, where a part lacks the tensor format:
