@@ -73,7 +73,7 @@ def roofline(
             "kv_capacity_context": ctx_held}
     title = f"{dep.describe()}"
     mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {pool / 1e9:.1f} GB "
-                f"({eng.memory_utilization:g} of {n}x {d.memory_gb:g} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
+                f"({eng.memory_utilization:g} of {n}x {d.memory_bytes / 1e9:.1f} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
                 f"{head['kv_capacity_tokens']:,.0f} tokens, {memory.sequences_text(head['kv_capacity_sequences'], ctx_held)}")
     if concurrency is not None:
         pt = serving.serving_point(dep, concurrency, input_len, output_len)
@@ -212,5 +212,12 @@ def fit_cmd(
     typer.echo(f"# fitted on {n} cases; rms log error {rep['rms_log_before']:.3f} at the priors -> {rep['rms_log_after']:.3f}")
     for name, own in rep["per_engine"].items():
         typer.echo(f"# hardware/engines/{name}.toml ({len(rep['cases'][name])} of the cases)")
-        for k, x in {**rep["shared"], **own}.items():
-            typer.echo(f"{k} = {x:.4g}")
+        values = {**rep["shared"], **own}
+        for k, x in values.items():
+            if "@" not in k:
+                typer.echo(f"{k} = {x:.4g}")
+        for fam in sorted({k.split("@")[1] for k in values if "@" in k}):  # a device family's own table
+            typer.echo(f"[families.{fam}]")
+            for k, x in values.items():
+                if k.endswith("@" + fam):
+                    typer.echo(f"{k.split('@')[0]} = {x:.4g}")

@@ -7,7 +7,8 @@ their share, and what is left over all GPUs is the KV pool. A sequence at ``cont
 holds its KV cache (over all ranks, replicated heads and MLA latents counted on each) plus its
 bounded state: the linear-attention layers' recurrent state and the sliding windows.
 
-All sizes are bytes (10^9 bytes a GB, as the datasheets count).
+All sizes are bytes (10^9 bytes a GB). A GPU's memory is what its driver reports
+(:attr:`costsim.profiles.Device.memory_bytes`): an "80 GB" H100 reports 81,559 MiB, 85.5e9 bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class DoesNotFit(ValueError):
 
 def usable_bytes_per_gpu(device: Device, engine: Engine) -> float:
     """What the engine may fill on one GPU besides its reserve: weights and KV pool."""
-    return device.memory_gb * 1e9 * engine.memory_utilization - engine.reserve_gb * 1e9
+    return device.memory_bytes * engine.memory_utilization - engine.reserve_gb * 1e9
 
 
 def kv_pool_bytes(dep: Deployment) -> float:

@@ -60,8 +60,19 @@ class Device:
     interconnect_bandwidth_gbps: float = 0.0
     family: str = "hopper"
     price_per_hour_usd: float | None = None
+    memory_reported_mib: float | None = None
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def memory_bytes(self) -> float:
+        """Bytes of one GPU's memory as the driver reports them (NVML's total, what vLLM's
+        ``gpu_memory_utilization`` is a fraction of): ``memory_reported_mib`` MiB where the
+        profile has a reading, else the datasheet's ``memory_gb`` read as 10^9 bytes (the
+        smaller reading: HBM parts report about 7% more)."""
+        if self.memory_reported_mib:
+            return self.memory_reported_mib * 2.0**20
+        return self.memory_gb * 1e9
 
     @property
     def price_source(self) -> str:
@@ -286,7 +297,7 @@ class ModelSpec:
 
 #: Fields that must be > 0, not only >= 0: a rate or a size that divides.
 _POSITIVE = {
-    Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops"),
+    Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops", "memory_reported_mib"),
     ModelSpec: ("num_layers", "hidden_size", "num_attention_heads", "head_dim", "total_params_b", "active_params_b"),
     Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens"),
 }
@@ -661,7 +672,7 @@ class Deployment:
 
     @property
     def memory_bytes(self) -> float:
-        return self.device.memory_gb * 1e9 * self.n_devices
+        return self.device.memory_bytes * self.n_devices
 
     def describe(self) -> str:
         exp = f", {self.expert_precision} experts" if self.model.is_moe and self.expert_precision != self.weight_dtype else ""

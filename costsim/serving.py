@@ -80,7 +80,7 @@ def serving_point(dep: Deployment, concurrency: float, input_len: float, output_
         B = B_new
     per_it = I * B / (O - 1)  # prefill tokens per iteration, on average
     f = min(1.0, per_it / chunk) if I else 0.0
-    itl = (1.0 - f) * _t(dep, B, ctx, 0, 0) + (f * _t(dep, B, ctx, per_it / f, I / 2.0) if f else 0.0)
+    itl = (1.0 - f) * _t(dep, B, ctx, 0, 0) + (f * _t(dep, B, ctx, per_it / f, (I - chunk) / 2.0) if f else 0.0)
     others = max(C - 1.0, 0.0) * (O - 1) / (O - 1 + n_c)
     ttft = dep.engine.request_overhead_ms * 1e-3 + (n_c * _t(dep, others, ctx, chunk, (I - chunk) / 2.0) if I else 0.0)
     if C > 1:
@@ -106,9 +106,18 @@ def prefill_time(dep: Deployment, input_len: float, batch: float = 1.0) -> float
     total, budget = batch * input_len, dep.engine.max_batched_tokens
     if not math.isfinite(total) or total / budget > 1e6:
         raise ValueError(f"{batch:g} prompts of {input_len:g} tokens: more than 10^6 iterations of prefill")
+    coef, I = roofline.coefficients(dep), max(input_len, 1.0)
     secs, done = 0.0, 0.0
     while done < total:
         t = min(budget, total - done)
-        secs += _t(dep, 0, 0, t, (done % max(input_len, 1)))
+        # The chunk's tokens belong to several prompts: the rest of the one in progress (after
+        # its `o` tokens already in), whole ones, and the start of the next; each attends only
+        # to its own prompt.
+        o = done % I
+        first = min(t, I - o)
+        whole, last = divmod(t - first, I)
+        pairs = (roofline.attention_pairs(first, o) + whole * roofline.attention_pairs(I, 0)
+                 + roofline.attention_pairs(last, 0))
+        secs += float(coef.cost(t, pairs, o, 1 + whole + (last > 0)).seconds)
         done += t
     return secs

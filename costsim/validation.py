@@ -189,21 +189,27 @@ def predict(case: Case, engine: Engine | None = None) -> float:
     return float(METRICS[case.metric][1](pt))
 
 
+def fits_memory(case: Case, engine=None) -> bool:
+    """Whether the memory model agrees the measured run could happen: its batch of sequences at
+    their full length beside the weights (:func:`costsim.memory.require_fits`)."""
+    from .memory import DoesNotFit, require_fits
+
+    try:
+        require_fits(deployment(case, engine), case.concurrency, case.input_len + case.output_len)
+        return True
+    except DoesNotFit:
+        return False
+
+
 def evaluate(cases: list[Case], engines: dict | None = None) -> list[dict]:
     """One row per case: predicted against measured, error and factor. ``engines`` maps an
     engine name to the profile to use for it (default: the shipped one)."""
-    from .memory import DoesNotFit, require_fits
-
     rows = []
     for c in cases:
         eng = (engines or {}).get(c.engine)
         pred = predict(c, eng)
         ratio = pred / c.value
-        try:  # the measured run happened: does the memory model agree it could?
-            require_fits(deployment(c, eng), c.concurrency, c.input_len + c.output_len)
-            fits = True
-        except DoesNotFit:
-            fits = False
+        fits = fits_memory(c, eng)
         rows.append(dict(id=c.id, group=c.group, split=c.split, engine=c.engine, device=c.device, gpus=c.gpus,
                          model=Path(c.model).stem if c.model.endswith(".json") else c.model, params_b=load_model(_model_path(c)).total_params_b, scenario=c.scenario, concurrency=c.concurrency,
                          input_len=c.input_len, output_len=c.output_len, metric=c.metric,
@@ -270,6 +276,8 @@ def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, share
     :data:`FIT_PARAMETERS`, with a weak pull (``prior_weight`` per parameter, in units of its
     range) toward their priors, where it also starts, so that a parameter no case constrains stays at
     its prior and the result does not depend on the values shipped.
+    A case the memory model says cannot run as recorded (:func:`fits_memory`) is kept: left out,
+    the hold-out errors grow (docs/cost-model.md, "How far from measurement").
     Returns ``{engine name: fitted Engine}`` and a report."""
     from scipy.optimize import least_squares
 

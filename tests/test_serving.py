@@ -26,7 +26,8 @@ def test_serving_point_by_hand():
     B = C * (O - 1) / (O - 1 + 1)
     per_it = I * B / (O - 1)          # prefill tokens per iteration on average: 160
     f = per_it / I                      # iterations that carry a prompt: 16%
-    itl = (1 - f) * t(d, B, I + O / 2, 0, 0) + f * t(d, B, I + O / 2, per_it / f, I / 2)
+    # A chunk is a whole prompt, so it attends to itself only: prefill context 0.
+    itl = (1 - f) * t(d, B, I + O / 2, 0, 0) + f * t(d, B, I + O / 2, per_it / f, 0)
     others = (C - 1) * (O - 1) / O
     ttft = d.engine.request_overhead_ms * 1e-3 + t(d, others, I + O / 2, I, 0) + itl / 2
     pt = serving.serving_point(d, C, I, O)
@@ -60,10 +61,26 @@ def test_concurrency_one_is_one_request_alone():
 def test_decode_point_is_an_offline_batch():
     d = dep()
     pt = serving.decode_point(d, 8, 32, 128)
-    ttft = d.engine.request_overhead_ms * 1e-3 + t(d, 0, 0, 8 * 32, 0)
+    # The 8 prompts share one iteration; each attends to its own 32 tokens, not to the others'.
+    coef = rl.coefficients(d)
+    ttft = d.engine.request_overhead_ms * 1e-3 + float(coef.cost(8 * 32, 8 * 32 * 16, 0, 8).seconds)
+    assert ttft < d.engine.request_overhead_ms * 1e-3 + t(d, 0, 0, 8 * 32, 0)  # one 256-token sequence
     itl = t(d, 8, 32 + 64, 0, 0)
     assert pt.e2e_s == pytest.approx(ttft + 127 * itl)
     assert pt.output_tok_s == pytest.approx(8 * 128 / pt.e2e_s)
+
+
+def test_prefill_chunks_that_span_prompts():
+    """Three 5,000-token prompts in chunks of the 8,192-token budget: the first chunk holds
+    prompt 1 and the first 3,192 tokens of prompt 2, the second the rest of prompt 2 (after its
+    3,192 cached tokens) and prompt 3."""
+    d = dep()
+    coef = rl.coefficients(d)
+    first = coef.cost(8192, rl.attention_pairs(5000, 0) + rl.attention_pairs(3192, 0), 0, 2).seconds
+    second = coef.cost(15000 - 8192, rl.attention_pairs(1808, 3192) + rl.attention_pairs(5000, 0), 3192, 2).seconds
+    assert serving.prefill_time(d, 5000, batch=3) == pytest.approx(float(first + second), rel=1e-12)
+    # One prompt alone is the single-sequence case.
+    assert serving.prefill_time(d, 5000) == pytest.approx(t(d, 0, 0, 5000, 0), rel=1e-12)
 
 
 @given(C=st.integers(1, 256), I=st.integers(0, 16000), O=st.integers(2, 2000))

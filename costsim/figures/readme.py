@@ -95,7 +95,10 @@ def index(done: dict) -> str:
         f"{rows_by[('AutomationBench', 'wall-time fraction')]['miss']:.3f} and VitaBench's by "
         f"{rows_by[('VitaBench', 'wall-time fraction')]['miss']:.3f}.",
         "- **Retail.** Its strong calls equal Airline's while its HBM fraction is higher: the fit meets both only",
-        f"  with p_u = {fit['p']['Retail']:.2g} — every review rejecting — a corner, not an estimate.",
+        (f"  with p_u = {fit['p']['Retail']:.2g} — every review rejecting — a corner, not an estimate."
+         if fit['p']['Retail'] < 0.05 else
+         f"  with a p_u far below Airline's ({fit['p']['Retail']:.2f} against {fit['p']['Airline']:.2f}): at equal strong "
+         "calls, its higher HBM fraction has to come from more rejected drafts."),
         "- **Decoded strong tokens on tau² ({:.0%}–{:.0%}).** ".format(*tau2["decoded_strong_share"])
         + f"A review decodes a verdict of {VERDICT_TOKENS:g} tokens and, after a",
         "  rejection, one repaired step; the model's shares ("
