@@ -86,7 +86,7 @@ def plan(
     if any(n in ON_API for n in names) and not o["api"]:
         raise UserError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
     if figure:
-        check_output(figure)
+        check_output(figure, inputs=tuple(traces or ()))
         if not figure.endswith(".png"):
             raise UserError(f"--figure {figure}: expected a .png file name")
     t0 = time.perf_counter()

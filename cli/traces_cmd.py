@@ -204,6 +204,8 @@ def stats_cmd(
             res = load(name, strict=strict)
         for w in res.warnings:
             print(f"costsim: warning: {w}", file=sys.stderr)
+        if not res.tasks:  # as import and replay refuse it
+            raise UserError(f"{name}: no valid task ({len(res.warnings)} malformed line(s) skipped)")
         try:
             files.append((name, res, trace_stats(res.tasks, K, chunking)))
         except ValueError as e:

@@ -479,6 +479,8 @@ class State:
     they read, rate, target, prices) and of costsim's code and shipped profiles, written
     atomically. A piece that does not load (cut short by an interruption) is computed again."""
 
+    KINDS = ("screen", "confirm")  # the pieces, each a file KIND-DIGEST.pkl
+
     def __init__(self, folder):
         self.folder = Path(folder)
         if self.folder.exists() and not self.folder.is_dir():
@@ -506,9 +508,10 @@ class State:
         return value
 
     def clear(self):
-        """Drop every piece kept."""
-        for p in self.folder.glob("*.pkl"):
-            p.unlink()
+        """Drop every piece kept (its own files only: anything else in the folder stays)."""
+        for kind in self.KINDS:
+            for p in self.folder.glob(f"{kind}-*.pkl"):
+                p.unlink()
 
     def put(self, kind: str, inputs, value):
         write_atomic(self._path(kind, inputs), pickle.dumps(value, protocol=4))

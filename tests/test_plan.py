@@ -4,6 +4,8 @@ against the exact twin, monotone in task rate and target, prices with dates, and
 import datetime as dt
 import json
 import math
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,8 @@ from costsim.predict import deployments
 from costsim.sim import Scenario
 from costsim.sim.twin import call_weights, expected_rows, rows_of_weights
 from costsim.traces.synthetic import generate
+
+TRACE = Path(__file__).resolve().parents[1] / "traces" / "tau2-airline.jsonl"
 
 TASKS = generate(200, seed=0)
 #: The screen's stated error (docs/plan.md): its p95 is within this fraction of the simulator's
@@ -309,8 +313,14 @@ def test_plan_state_on_the_command_line(tmp_path, capsys):
     assert "reused" not in capsys.readouterr().out
     assert main(argv) == 0
     assert "finished pieces reused from" in capsys.readouterr().out
+    (tmp_path / "st" / "mine.pkl").write_bytes(b"the user's")  # not plan's: --fresh keeps it
     assert main([*argv, "--fresh", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["resumed"]["pieces"] == 0
+    assert (tmp_path / "st" / "mine.pkl").read_bytes() == b"the user's"
+    trace = tmp_path / "t.png"  # a figure over the trace it reads is refused
+    shutil.copy(TRACE, trace)
+    assert main([*argv[:-2], "--trace", str(trace), "--figure", str(trace)]) == 2
+    assert "input" in capsys.readouterr().err and trace.read_bytes() == Path(TRACE).read_bytes()
     (tmp_path / "file").write_text("x")
     for extra, msg in ((["--fresh"], "--fresh needs --state"), (["--state", str(tmp_path / "file")], "not a folder")):
         bad = [a for a in argv if a not in ("--state", str(tmp_path / "st"))] + extra

@@ -81,3 +81,12 @@ def test_verdicts_are_fitted_when_present():
     steps = tuple(Step("read", 1, verdict=v) for v in (True, True, False, True))
     f = trace_stats([Task("a", steps)])["verdict_fit"]["pooled"]
     assert (f["passes"], f["failures"], f["p_hat"]) == (3, 1, 0.75)
+
+
+def test_tool_latency_median_of_an_even_count_is_the_middle_pair_s_mean():
+    from costsim.traces.stats import tool_latency_stats
+
+    steps = [Step("read", 10, tool="a", tool_duration_s=x) for x in (0.5, 0.2, 0.9, 0.4)]
+    s = tool_latency_stats(steps)
+    assert s["median_s"] == pytest.approx((0.4 + 0.5) / 2) == s["by_tool"]["a"]["median_s"]
+    assert s["mean_s"] == pytest.approx(0.5)

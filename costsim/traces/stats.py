@@ -25,6 +25,7 @@ reads (several tool calls of one logged call share that call's prompt).
 from __future__ import annotations
 
 import math
+import statistics
 
 from collections import Counter
 from dataclasses import dataclass
@@ -227,7 +228,7 @@ def tool_latency_stats(steps: list[Step]) -> dict | None:
 
     def summary(xs):
         xs = sorted(xs)
-        return {"steps": len(xs), "mean_s": sum(xs) / len(xs), "median_s": xs[(len(xs) - 1) // 2],
+        return {"steps": len(xs), "mean_s": sum(xs) / len(xs), "median_s": statistics.median(xs),
                 "p95_s": xs[min(len(xs) - 1, math.ceil(0.95 * len(xs)) - 1)]}
 
     by_tool: dict[str, list] = {}
