@@ -100,8 +100,8 @@ def plan(
                                    check_dtype(strong_dtype), base.weak.weight_dtype, max_gpus, wdev, base.api,
                                    split_names(edge_devices, "--edge-devices"))
         if not configs:
-            raise UserError("no configuration to search: none of --devices holds the strong model"
-                            + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))
+            raise UserError(f"no configuration to search: none of --devices runs {strong_dtype} weights and holds the "
+                            "strong model" + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))
         searched = sorted({c.strong.device.name for c in configs if c.strong} | {c.weak.device.name for c in configs if c.weak})
         overrides = P.parse_prices(price)
         stray = sorted(set(overrides) - set(searched))

@@ -72,16 +72,20 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
 
     eng = load_engine(engine)
     strong_deps, weak_deps = [], []
-    for name in devices:
-        dev = load_device(name)
+    Ks = tuple(dict.fromkeys(Ks))  # a K, or a device by two of its names, is searched once
+
+    def resolved(names, dtype):  # the devices that can run weights in `dtype`, each once
+        devs = {d.name: d for d in map(load_device, names)}
+        return [d for d in devs.values() if not d.cannot_run(dtype)]
+
+    for dev in resolved(devices, strong_dtype):
         hold = devices_to_hold(strong_model, dev, strong_dtype, eng)
         for n in GPU_OPTIONS:
             if n < hold or (max_gpus and n > max_gpus):
                 continue
             for ep in ((False, True) if strong_model.is_moe and n > 1 else (False,)):
                 strong_deps.append(Deployment(strong_model, dev, n, strong_dtype, engine=eng, expert_parallel=ep))
-    for name in weak_devices or devices:
-        dev = load_device(name)
+    for dev in resolved(weak_devices or devices, weak_dtype):
         n = devices_to_hold(weak_model, dev, weak_dtype, eng)
         if not max_gpus or n <= max_gpus:
             weak_deps.append(Deployment(weak_model, dev, n, weak_dtype, engine=eng))
@@ -95,7 +99,7 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
             out += [Config(p, None, None, 0, api)] if api else []
         elif p == "edge-cloud":
             edge = [Deployment(weak_model, d, devices_to_hold(weak_model, d, weak_dtype, eng), weak_dtype, engine=eng)
-                    for d in map(load_device, edge_devices)]
+                    for d in resolved(edge_devices, weak_dtype)]
             out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
         else:
             out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]

@@ -125,6 +125,18 @@ def test_configurations_cover_devices_parallelism_and_K():
     assert all(c.weak is None for c in cfgs if c.protocol == "strong-only")
 
 
+def test_configurations_search_each_device_and_K_once_and_only_what_can_run_the_dtype():
+    from costsim.profiles import load_model
+
+    big, small = load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b")
+    once = P.configurations(big, small, ("h200",), ("specagent",), (6,))
+    assert len(P.configurations(big, small, ("h200", "H200", "h200-sxm"), ("specagent",), (6, 6))) == len(once)
+    # FP4 weights need Blackwell (Device.cannot_run): the H200s drop out of the strong side.
+    fp4 = P.configurations(big, small, ("h200", "b200"), ("specagent",), (6,), strong_dtype="fp4")
+    assert fp4 and {c.strong.device.name for c in fp4} == {"b200"}
+    assert {c.weak.device.name for c in fp4} == {"h200", "b200"}  # the weak model is in BF16
+
+
 def test_plan_command_recommends_a_confirmed_plan_that_capacity_confirms(capsys):
     assert main(["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "h200,b200", "--K", "2,6",
                  "--tasks", "80", "--confirm", "2", "-q", "--json"]) == 0
