@@ -37,6 +37,7 @@ def sweep(
     with user_errors(ValueError, ProfileError, OSError):
         cells = sw.load_grid(grid)
         if fresh:
+            sw._finished(out)  # refuses a file that is not a sweep table before it is deleted
             for p in (Path(out), *sw._parts_dir(out).glob("*.parquet")):
                 p.unlink(missing_ok=True)
         with Progress("sweep", len(cells), quiet) as bar:

@@ -177,10 +177,14 @@ def _finished(out) -> dict:
     done = {}
     out = Path(out)
     if out.exists():
-        df = pd.read_parquet(out)
-        if "cell" in df:
-            for cid, part in df.groupby("cell", sort=False):
-                done[cid] = part.reset_index(drop=True)
+        try:
+            df = pd.read_parquet(out)
+        except Exception as e:
+            raise ValueError(f"{out}: exists and is not a parquet table ({e}); give another output") from None
+        if "cell" not in df:
+            raise ValueError(f"{out}: exists and is not a sweep table (no 'cell' column); give another output")
+        for cid, part in df.groupby("cell", sort=False):
+            done[cid] = part.reset_index(drop=True)
     parts = _parts_dir(out)
     if parts.is_dir():
         for p in sorted(parts.glob("*.parquet")):
@@ -209,10 +213,12 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
     ids = [cell_id(c) for c in cells_]
     if len(set(ids)) != len(ids):
         raise ValueError("the grid has duplicate cells")
-    done = {k: v for k, v in _finished(out).items() if k in set(ids)}
+    done = _finished(out)
+    # Cells of other grids already in the table stay in it, ahead of this grid's.
+    kept = [cid for cid in done if cid not in set(ids)]
     todo = [(cid, c) for cid, c in zip(ids, cells_) if cid not in done]
-    if progress and len(done):
-        progress(len(done))
+    if progress and len(ids) - len(todo):
+        progress(len(ids) - len(todo))
     parts = _parts_dir(out)
     parts.mkdir(parents=True, exist_ok=True)
 
@@ -229,7 +235,8 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
                 finish(cid, run_cell(c))
         else:
             run_dask(todo, finish, scheduler, workers, processes)
-    table = pd.concat([done[cid] for cid in ids], ignore_index=True) if ids else pd.DataFrame()
+    order = kept + ids
+    table = pd.concat([done[cid] for cid in order], ignore_index=True) if order else pd.DataFrame()
     _write_parquet(table, out)
     for p in parts.glob("*.parquet"):
         p.unlink()

@@ -111,6 +111,25 @@ def test_interrupted_sweep_resumes_without_recomputing(grid, tmp_path, monkeypat
     assert again["computed"] == 0 and len(resumed) == 5
 
 
+def test_a_second_grid_adds_to_the_table_and_a_table_not_a_sweep_s_is_refused(grid, tmp_path):
+    out = tmp_path / "out.parquet"
+    first = sweep.load_grid(grid)
+    sweep.run(first, out, serial=True)
+    before = pd.read_parquet(out)
+    other = tmp_path / "other.toml"
+    other.write_text(GRID.replace("p = [0.6, 0.9]", "p = [0.75]").replace("seed = [0, 1]", "seed = [0]"))
+    res = sweep.run(sweep.load_grid(other), out, serial=True)
+    after = pd.read_parquet(out)
+    assert (res["computed"], res["rows"]) == (2, len(before) + 2 * 3)
+    pd.testing.assert_frame_equal(after.iloc[: len(before)], before, check_exact=True)  # kept, first
+    assert set(after.iloc[len(before):]["p"]) == {0.75}
+    plain = tmp_path / "plain.parquet"
+    pd.DataFrame({"x": [1, 2]}).to_parquet(plain)
+    with pytest.raises(ValueError, match="not a sweep table"):
+        sweep.run(first, plain, serial=True)
+    assert pd.read_parquet(plain)["x"].tolist() == [1, 2]
+
+
 def costsim_exe():
     # The console script of the installed package (the source tree has no costsim.cli).
     exe = Path(sys.executable).with_name("costsim")
