@@ -54,11 +54,11 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
     if "trace" not in base and "trace" not in grid and "synthetic_tasks" not in base and "synthetic_tasks" not in grid:
         raise ValueError(f"{origin}: give the tasks: trace = NAME or synthetic_tasks = N in [base]")
     keys = list(grid)
-    out = []
+    out, read = [], set()
     for combo in itertools.product(*(grid[k] for k in keys)):
         cell = {**base, **dict(zip(keys, combo))}
         _scenario(cell)  # validate now, not on a worker
-        _check_tasks(cell, origin)
+        _check_tasks(cell, origin, read)
         out.append(cell)
     return out
 
@@ -67,10 +67,10 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
 MAX_SYNTHETIC_TASKS = 1_000_000
 
 
-def _check_tasks(cell: dict, origin: str) -> None:
+def _check_tasks(cell: dict, origin: str, read: set) -> None:
     """ValueError (one line) unless the cell's tasks are a trace (names, each a file or a
     shipped trace) or a count of synthetic tasks in [1, MAX_SYNTHETIC_TASKS] with a seed >= 0."""
-    from .traces import shipped
+    from .traces import load, shipped
 
     if "trace" in cell:
         names = cell["trace"] if isinstance(cell["trace"], list) else [cell["trace"]]
@@ -80,6 +80,10 @@ def _check_tasks(cell: dict, origin: str) -> None:
             if not Path(n).exists() and n.removesuffix(".jsonl") not in shipped():
                 raise ValueError(f"{origin}: trace {n!r}: no such file, and not a shipped trace "
                                  f"(shipped: {', '.join(shipped())})")
+            if n not in read:  # read it here, not first on a worker (whose error would be Dask's)
+                if not load(n).tasks:  # a TraceError names the file and line
+                    raise ValueError(f"{origin}: trace {n!r}: no valid task")
+                read.add(n)
         return
     for key, lo, hi in (("synthetic_tasks", 1, MAX_SYNTHETIC_TASKS), ("task_seed", 0, 2**63 - 1)):
         v = cell.get(key, lo)

@@ -66,6 +66,14 @@ def test_bad_grids_are_one_line_errors(tmp_path, bad, msg):
         sweep.load_grid(p)
 
 
+def test_a_malformed_trace_is_refused_when_the_grid_is_read_not_on_a_worker(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    (tmp_path / "g.toml").write_text("[base]\ntrace = 'bad.jsonl'\n[grid]\np = [0.6, 0.8]\n")
+    with pytest.raises(ValueError, match=re.escape("bad.jsonl:1: invalid JSON")):
+        sweep.load_grid(tmp_path / "g.toml")
+
+
 def test_dask_run_matches_serial_run(grid, tmp_path):
     pytest.importorskip("dask.distributed")
     cells = sweep.load_grid(grid)
