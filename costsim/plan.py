@@ -591,11 +591,17 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
             f"FLOPs become time.")
 
 
+#: plan confirms at most this many times ``confirm_top`` candidates (see :func:`plan`).
+CONFIRM_AT_MOST = 3
+
+
 def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
          progress=None, scheduler: str | None = None, workers: int | None = None, state=None) -> dict:
     """Screen every configuration (on Dask with ``scheduler`` or ``workers``: :func:`search`),
-    confirm the ``confirm_top`` cheapest screened ones by simulation, and recommend the cheapest
-    that the simulator confirms meets the target. ``state``: a folder (:class:`State`) that
+    confirm the ``confirm_top`` cheapest screened ones by simulation (and further ones, up to
+    ``CONFIRM_AT_MOST`` times as many, while one's screened cost is below the cheapest confirmed
+    cost: a confirmation that grows its pools can leave a cheaper candidate unconfirmed), and
+    recommend the cheapest that the simulator confirms meets the target. ``state``: a folder (:class:`State`) that
     keeps the finished pieces, so that an interrupted plan run again resumes."""
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
@@ -607,7 +613,13 @@ def plan(tasks, base, task_rate: float, target_s: float, configs, price_table: d
     feasible = [s for s in screened if s.feasible]
     confirmed = []
     usd = _usd(price_table)  # the key of a confirmation: the prices, not their ages (they change daily)
-    for s in feasible[:confirm_top]:
+    for i, s in enumerate(feasible[:CONFIRM_AT_MOST * confirm_top]):
+        # Past the first confirm_top, go on while a candidate could still beat the best confirmed
+        # one: a confirmation only adds replicas, so its screened cost bounds its cost from below.
+        if i >= confirm_top and s.cost_per_1k >= min(
+                (r["cost_per_1k_tasks"] for _, r in confirmed
+                 if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None), default=math.inf):
+            break
         inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
         res = state.get("confirm", inputs) if state else None
         if res is None:

@@ -339,3 +339,28 @@ def test_plan_state_on_the_command_line(tmp_path, capsys):
         assert main(bad) == 2
         err = capsys.readouterr().err.strip()
         assert msg in err and "\n" not in err
+
+
+def test_confirmation_goes_on_while_an_unconfirmed_candidate_could_be_cheaper(monkeypatch):
+    """The three cheapest screened candidates grow when confirmed (to 9 USD); the fourth,
+    screened at 4, is confirmed too and recommended; the fifth, screened above the best
+    confirmed cost, is not simulated."""
+    cfg = P.Config("strong-only", None, None, 0)
+    screened = [P.Screened(cfg, True, 1, 0, 8, cost, 10.0, 5.0) for cost in (3.0, 3.5, 3.8, 4.0, 4.5)]
+    grown = {3.0: 9.0, 3.5: 9.0, 3.8: 9.0, 4.0: 4.2, 4.5: 4.5}
+    asked = []
+
+    def confirm(tasks, base, s, rate, target, prices):
+        asked.append(s.cost_per_1k)
+        return {"meets_target": True, "cost_per_1k_tasks": grown[s.cost_per_1k]}
+
+    monkeypatch.setattr(P, "search", lambda *a, **k: screened)
+    monkeypatch.setattr(P, "confirm", confirm)
+    monkeypatch.setattr(P, "where_specagent_stops_paying", lambda *a: "")
+    base = Scenario(strong=None, weak=None)
+    res = P.plan([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3)
+    assert asked == [3.0, 3.5, 3.8, 4.0]
+    assert res["recommended"][1]["cost_per_1k_tasks"] == 4.2
+    asked.clear()
+    P.plan([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
+    assert asked == [3.0, 3.5, 3.8][:P.CONFIRM_AT_MOST]
