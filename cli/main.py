@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="costsim", standalone_mode=False)
     except click.UsageError as e:
+        if not e.format_message():  # a group called alone: click has printed its help already
+            return 2
         hint = f" (see 'costsim {e.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") if e.ctx else ""
         print(f"costsim: error: {e.format_message()}{hint}", file=sys.stderr)
         return 2

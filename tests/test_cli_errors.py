@@ -205,3 +205,10 @@ def test_sizes_past_any_deployment_are_one_line_errors(argv, said, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and said in err
+
+
+@pytest.mark.parametrize("argv", [[], ["hardware"], ["traces"], ["traces", "import"]])
+def test_a_group_alone_prints_its_help_and_no_empty_error(argv, capsys):
+    assert _main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "Usage:" in out + err and "error" not in err
