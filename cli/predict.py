@@ -76,6 +76,8 @@ def render(r: dict) -> str:
          f"  R_u  strong weight passes (≈ strong HBM reads) / Strong-only   {r['R']:.3f}"),
         f"  L_u  wall time / Strong-only                                   {r['L']:.3f}",
         f"  committed steps per review                                     {r['commits_per_review']:.2f} steps",
+        *([f"    of them in the reviewed chunk (the rest in unreviewed ones)  {r['reviewed_commits_per_review']:.2f} steps"]
+          if r["write_rate"] is not None else []),
         f"  weak steps drafted per committed step                          {r['weak_steps_per_commit']:.2f} steps",
         f"  {'strong calls per task (' + format(r['steps_per_task'], 'g') + ' committed steps)':<63}"
         f"{r['strong_calls_per_task']:.2f} calls (Strong-only {r['strong_only_calls_per_task']:g})",

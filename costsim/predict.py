@@ -149,7 +149,8 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         best_k, best_L = formulas.best_K(p, vd, rho_, kap, K_max=k_max, write_rate=write_rate)
         # L is linear in kappa: L = R + kappa * w, so L = 1 at kappa = (1 - R) / w.
         bek = (1.0 - R_) / (rr["weak_steps_per_cycle"] / rr["commits_per_cycle"])
-        cpr = rr["reviewed_commit_fraction"] / reviews_per_commit
+        cpr = 1.0 / reviews_per_commit  # every commit, unreviewed chunks' too (as strong calls count them)
+        out_reviewed = rr["reviewed_commit_fraction"] / reviews_per_commit
 
     # The same ratios in time, HBM bytes and FLOPs from the roofline (v/d per chunk length).
     in_time = {}
@@ -167,6 +168,8 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "p": p, "K": K, "n": float(K) if write_rate is None else n_mean, "write_rate": write_rate,
         "R": float(R_), "L": float(L_),
         "commits_per_review": float(cpr),
+        # of them, in the chunk the review passes (with a write rate some chunks are not reviewed)
+        "reviewed_commits_per_review": float(cpr if write_rate is None else out_reviewed),
         "weak_steps_per_commit": float(rr["weak_steps_per_cycle"] / rr["commits_per_cycle"]),
         "reviews_per_commit": float(reviews_per_commit),
         "strong_calls_per_task": float(steps * reviews_per_commit),
@@ -225,9 +228,16 @@ def verdict(r: dict) -> str:
                 f"{kap:.0%} of a strong step on these deployments) is above the break-even {bek:.2f}. Each committed "
                 f"step needs {w:.2f} drafted weak steps, so drafting alone takes {kap * w:.2f} of Strong-only's time. "
                 f"It pays below kappa {bek:.2f}: a faster weak deployment, longer strong steps (a thinking strong "
-                f"model), or a higher p_u.")
+                f"model), or a higher p_u." + _smaller_K(r))
     return (f"SpecAgent is faster than Strong-only here (L_u = {L:.2f}): kappa = {kap:.2f} is below the "
             f"break-even {bek:.2f}; drafting takes {kap * w:.2f} and reviews {r['R']:.2f} of Strong-only's time.")
+
+
+def _smaller_K(r: dict) -> str:
+    """The best K's remedy, where another K makes SpecAgent pay at this kappa."""
+    if r["best_K"] == r["K"] or r["best_K_L"] >= 1:
+        return ""
+    return f" Or K = {r['best_K']}: shorter chunks waste fewer drafts, L_u = {r['best_K_L']:.2f}."
 
 
 def _describe(dep: Deployment) -> dict:

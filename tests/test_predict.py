@@ -47,6 +47,9 @@ def test_predict_write_rate_uses_the_renewal_form(capsys):
     # break-even kappa makes L = 1 in the renewal form too
     R2, L2 = formulas.renewal_R_L(0.9, 6, 0.2, 0.1, 1.0, r["break_even_kappa"])
     assert float(L2) == pytest.approx(1.0)
+    # Steps per review count every commit, as strong calls do; fewer of them lie in the reviewed chunk.
+    assert r["commits_per_review"] == pytest.approx(r["steps_per_task"] / r["strong_calls_per_task"])
+    assert 1 <= r["reviewed_commits_per_review"] < r["commits_per_review"]
 
 
 def test_predict_calibration_file(tmp_path, capsys):
@@ -88,3 +91,13 @@ def test_the_best_K_is_searched_up_to_the_K_asked_for():
     r = predict(p=0.999, K=200, kappa=0.01)
     scan = [float(formulas.L(0.999, k, r["v_over_d"], r["rho"], 0.01)) for k in range(1, 201)]
     assert r["best_K"] == 1 + scan.index(min(scan)) > 64 and r["best_K_L"] <= r["L"]
+
+
+def test_when_slower_the_verdict_names_a_K_that_pays_if_there_is_one():
+    from costsim.predict import predict
+
+    r = predict(p=0.8, K=6, kappa=0.6)
+    assert r["L"] > 1 and r["best_K_L"] < 1  # K = 1 pays at this kappa, K = 6 does not
+    assert f"Or K = {r['best_K']}: " in r["verdict"] and f"L_u = {r['best_K_L']:.2f}" in r["verdict"]
+    r = predict(p=0.8, K=6, kappa=2.0)  # no K pays: no such advice
+    assert r["L"] > 1 and r["best_K_L"] >= 1 and "Or K =" not in r["verdict"]
