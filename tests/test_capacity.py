@@ -123,6 +123,9 @@ def test_sessions_follow_littles_law(small):
     res = cap.plan(tasks, sc, 0.5, ("strong-only",), srch, cells=cells)["protocols"]["strong-only"]
     assert res["sessions_in_flight"] == pytest.approx(0.5 * res["latency_mean_s"])
     assert res["sessions_per_strong_replica"] == pytest.approx(res["sessions_in_flight"] / res["strong_replicas"])
+    # The operating point is judged as a probe is: on arrivals that span steady_spans of its p95.
+    sim = res["simulated"]
+    assert sim["steady"] and sim["tasks"] / sim["task_rate_per_cell"] >= srch.steady_spans * res["latency_p95_s"]
 
 
 def test_unreachable_target_is_reported_not_planned():
