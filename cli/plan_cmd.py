@@ -116,6 +116,17 @@ def plan(
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
     res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"
+    if base.api:
+        from costsim.profiles import load_api
+        from costsim.sim.api import speeds
+
+        a = load_api(base.api)
+        (ttft, ttft_from), (tps, tps_from) = speeds(base, a)
+        res["api"] = {"name": a.name, "input_per_mtok_usd": a.price_input_per_mtok_usd,
+                      "cached_input_per_mtok_usd": a.price_cached_input_per_mtok_usd,
+                      "output_per_mtok_usd": a.price_output_per_mtok_usd, "ttft_s": ttft, "ttft_from": ttft_from,
+                      "output_tokens_per_s": tps, "output_tokens_per_s_from": tps_from, "date": a.date,
+                      "source": a.source}
     if figure:
         from costsim.figures.draw import plan_front, save
 
@@ -144,7 +155,7 @@ def as_json(res: dict) -> dict:
             "confirmed": [{"screen": _point(s), "simulated": r} for s, r in res["confirmed"]],
             "recommended": None if rec is None else {"screen": _point(rec[0]), "simulated": rec[1]},
             "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
-            "prices": res["prices"], "resumed": res.get("resumed"), "engine": res["engine"],
+            "prices": res["prices"], "api": res.get("api"), "resumed": res.get("resumed"), "engine": res["engine"],
             "assumptions": ASSUMPTIONS}
 
 
@@ -211,7 +222,15 @@ def render(res: dict) -> str:
     lines += ["", "Prices (USD per GPU-hour, on-demand list prices):"]
     for dev, p in res["prices"].items():
         usd = "none" if p["usd_per_gpu_hour"] is None else f"{p['usd_per_gpu_hour']:.2f}"
-        age = f", {p['date']} ({p['age_days']} days old)" if p["date"] else ""
-        lines.append(f"  {dev:<10} {usd:>6}  {p['source'][:110]}{'...' if len(p['source']) > 110 else ''}{age}")
+        age = f"read {p['date']} ({p['age_days']} days old)" if p["date"] else "no date"
+        lines += [f"  {dev:<10} {usd:>6}  {age if p['usd_per_gpu_hour'] is not None and p['source'] != '--price' else ''}",
+                  f"             {p['source']}"]
+    api = res.get("api")
+    if api:
+        lines += ["", f"API of the strong model (USD per million tokens, read {api['date']}):",
+                  f"  {api['name']}: input {api['input_per_mtok_usd']:g}, cached input {api['cached_input_per_mtok_usd']:g}, "
+                  f"output {api['output_per_mtok_usd']:g}; TTFT {api['ttft_s']:g} s ({api['ttft_from']}), "
+                  f"output {api['output_tokens_per_s']:g} tokens/s ({api['output_tokens_per_s_from']})",
+                  f"             {api['source']}"]
     lines += ["", "assumptions:", f"  - engine: {res['engine']}", *(f"  - {a}" for a in ASSUMPTIONS)]
     return "\n".join(lines)

@@ -18,7 +18,6 @@ import datetime as _dt
 import hashlib
 import math
 import pickle
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -364,7 +363,8 @@ def pareto(points: list[Screened]) -> list[Screened]:
 
 def prices(devices, overrides: dict | None = None, today: _dt.date | None = None) -> dict:
     """``{device: {"usd_per_gpu_hour", "source", "date", "age_days"}}``: the profiles' on-demand
-    list prices (the latest date their source names), or an override (``--price DEV=USD``)."""
+    list prices (``date``: when the price was read, the profile's ``price_date``), or an override
+    (``--price DEV=USD``)."""
     today = today or _dt.date.today()
     out = {}
     for name in devices:
@@ -374,8 +374,7 @@ def prices(devices, overrides: dict | None = None, today: _dt.date | None = None
                              "age_days": None}
             continue
         src = dev.price_source
-        dates = sorted(re.findall(r"\b(20\d\d-\d\d(?:-\d\d)?)\b", src))
-        date = dates[-1] if dates else None
+        date = (dev.price_date or None) if dev.price_per_hour_usd is not None else None
         age = None
         if date:
             d = _dt.date.fromisoformat(date if len(date) == 10 else date + "-01")

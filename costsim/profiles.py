@@ -60,6 +60,7 @@ class Device:
     interconnect_bandwidth_gbps: float = 0.0
     family: str = "hopper"
     price_per_hour_usd: float | None = None
+    price_date: str = ""              # when that price was read: YYYY-MM-DD or YYYY-MM
     memory_reported_mib: float | None = None
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
@@ -353,6 +354,11 @@ def _build(cls, data: dict, origin: str):
                 raise ProfileError(f"{origin}: {k} must be one of {', '.join(DTYPE_BYTES)}")
     if isinstance(obj, Device) and obj.family not in FAMILIES:
         raise ProfileError(f"{origin}: family must be one of {', '.join(FAMILIES)}")
+    if isinstance(obj, Device) and obj.price_date:
+        try:
+            _dt.date.fromisoformat(obj.price_date if len(obj.price_date) == 10 else obj.price_date + "-01")
+        except ValueError:
+            raise ProfileError(f"{origin}: price_date must be YYYY-MM-DD or YYYY-MM, got {obj.price_date!r}") from None
     if isinstance(obj, Engine):
         for fam, over in obj.families.items():
             if not isinstance(over, dict) or not over or not set(over) <= {"bandwidth_fraction", "flops_fraction"}:

@@ -107,7 +107,9 @@ def test_prices_have_their_sources_dates_and_ages():
     t = P.prices(["h100-sxm", "h20"], {"h20": 0.9}, today=dt.date(2026, 12, 1))
     assert t["h20"] == {"usd_per_gpu_hour": 0.9, "source": "--price", "date": None, "age_days": None}
     h = t["h100-sxm"]
-    assert h["usd_per_gpu_hour"] == 3.99 and h["date"] == "2026-10-24" and h["age_days"] == 38
+    # The date the price used was read (price_date), not the latest date its source text names.
+    assert h["usd_per_gpu_hour"] == 3.99 and h["date"] == "2026-10-19" and h["age_days"] == 43
+    assert P.prices(["h200"], today=dt.date(2026, 12, 1))["h200"]["date"] == "2026-10-07"
     assert P.parse_prices(["H100=2.5", "b200=6/h"]) == {"h100-sxm": 2.5, "b200": 6.0}
     for bad in ("h100", "h100=-1", "h100=x", "=3"):
         with pytest.raises(ValueError, match="--price"):
@@ -229,6 +231,20 @@ def test_edge_cloud_plans_pay_the_api_per_token_and_their_weak_replicas_by_the_h
 def test_edge_cloud_protocols_need_an_api(capsys):
     assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", "--protocols", "edge-cloud"]) == 2
     assert "need --api PROFILE" in capsys.readouterr().err
+
+
+def test_a_plan_with_an_api_says_its_prices_speeds_and_their_sources(capsys):
+    argv = ["plan", "--task-rate", "0.5/s", "--latency-p95", "120s", "--devices", "b200", "--K", "6", "--tasks", "20",
+            "--confirm", "1", "-q", "--api", "qwen3.5-397b-a17b", "--protocols", "edge-cloud,cloud-strong-only",
+            "--api-ttft", "0.7"]
+    assert main([*argv, "--json"]) == 0
+    api = json.loads(capsys.readouterr().out)["api"]
+    assert (api["input_per_mtok_usd"], api["output_per_mtok_usd"], api["date"]) == (0.6, 3.6, "2026-04-27")
+    assert (api["ttft_s"], api["ttft_from"]) == (0.7, "--api-ttft")
+    assert api["output_tokens_per_s"] == 50.0 and "assumption" in api["output_tokens_per_s_from"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "input 0.6, cached input 0.12, output 3.6" in out and "TTFT 0.7 s (--api-ttft)" in out
 
 
 def test_the_screen_on_dask_is_the_screen_in_process(tmp_path):

@@ -66,13 +66,26 @@ def edge_deployment(sc):
     return replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
 
 
+def speeds(sc, ep) -> tuple[tuple[float, str], tuple[float, str]]:
+    """``((TTFT s, where from), (output tokens/s, where from))`` the scenario's API calls take:
+    the scenario's own (--api-ttft, --api-tps), else the profile's, else costsim's assumption."""
+    def pick(own, flag, profile, default):
+        if own is not None:
+            return float(own), flag
+        if profile is not None:
+            return float(profile), f"the profile {ep.name}"
+        return float(default), "costsim's assumption in config.EDGE_CLOUD: the profile has none"
+
+    return (pick(sc.api_ttft_s, "--api-ttft", ep.ttft_s, EDGE_CLOUD.ttft_s),
+            pick(sc.api_output_tps, "--api-tps", ep.output_tokens_per_s, EDGE_CLOUD.output_tps))
+
+
 def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
     from ..profiles import load_api
 
     ep = load_api(sc.api or EDGE_CLOUD.api)
-    ttft = sc.api_ttft_s if sc.api_ttft_s is not None else (ep.ttft_s if ep.ttft_s is not None else EDGE_CLOUD.ttft_s)
-    tps = sc.api_output_tps if sc.api_output_tps is not None else (ep.output_tokens_per_s or EDGE_CLOUD.output_tps)
+    (ttft, _), (tps, _) = speeds(sc, ep)
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
     local = edge_deployment(sc)
