@@ -110,7 +110,11 @@ def render(res: dict) -> str:
             cells.append(f"{v:>{w}}")
         lines.append(f"{label:<26}" + "".join(cells))
     lines.append("")
-    lines.append(f"balance point B* of the strong replica: {_f(res['balance_batch'], '{:.0f}')} sequences "
+    from costsim.config import ON_API
+
+    local = [n for n in names if n not in ON_API]
+    lines.append(f"balance point B* of the strong replica{' (' + ', '.join(local) + ')' if local != names else ''}: "
+                 f"{_f(res['balance_batch'], '{:.0f}')} sequences "
                  f"at the tasks' median context ({res['balance_context_tokens']:.0f} tokens); its KV pool "
                  f"({res['kv_pool_bytes'] / 1e9:.0f} GB) holds {_f(res['kv_limit_sequences'], '{:.0f}')} sequences there"
                  + (", fewer than B*: the batch can never pass the balance point"

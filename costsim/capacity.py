@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import roofline
-from .config import ON_API
+from .config import EDGE_CLOUD, ON_API
 from .memory import kv_pool_bytes, max_sequences
 from .sim.api import edge_deployment
 from .sim.run import Scenario, simulate
@@ -402,7 +402,7 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
             "kv_limit_sequences": kv_limit, "kv_pool_bytes": kv_pool_bytes(sc.strong),
-            "assumptions": assumptions(tasks, sc, srch)}
+            "assumptions": assumptions(tasks, sc, srch, protocols)}
 
 
 #: A strong replica whose queue waited for KV room this share of its busy time is memory bound.
@@ -422,11 +422,16 @@ def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
     return "KV memory" if kv else "compute" if compute else "latency target"
 
 
-def assumptions(tasks, sc: Scenario, srch: Search) -> list[str]:
+def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
+    local = [n for n in protocols if n not in ON_API] or not protocols
+    on_api = [n for n in protocols if n in ON_API]
     return [
         f"workload: {len(tasks)} tasks, p_u = {sc.p:g}" + (f" ({sc.p_dist})" if sc.p_dist else "")
         + f", K = {sc.K}, rho = {sc.rho:g}, verdict {sc.verdict_tokens} tokens, seed {sc.seed}",
-        f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}",
+        *([f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}"
+           + (f" ({', '.join(local)})" if on_api else "")] if local else []),
+        *([f"{', '.join(on_api)}: the strong model behind the API {sc.api or EDGE_CLOUD.api} (no strong replicas); weak: "
+           f"{edge_deployment(sc).describe()}"] if on_api else []),
         "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
         f"continuously (token budget {sc.token_budget}, at most {sc.max_seqs} sequences)",
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "

@@ -260,6 +260,9 @@ def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
     assert "rtx-5090.toml" in edge["price_sources"]["weak"]
     assert cloud["strong_replicas"] == cloud["weak_replicas"] == 0 and res["cells"]["cloud-strong-only"].rate == math.inf
     assert cloud["cost_per_1k_tasks"] == pytest.approx(cloud["api_cost_per_1k_tasks"]) and cloud["cost_per_1k_tasks"] > 0
+    # The assumptions name the hardware these protocols use: the API and the edge device, not 1x H20.
+    said = " ".join(res["assumptions"])
+    assert "behind the API glm-5" in said and "RTX 5090" in said and "H20" not in said
     gpu_part = edge["gpus"]["weak"] * edge["prices_per_gpu_hour_usd"]["weak"] * 1000 / 0.1 / 3600
     assert edge["cost_per_1k_tasks"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks"])
     assert 0 < edge["api_cost_per_1k_tasks"] < cloud["api_cost_per_1k_tasks"]
