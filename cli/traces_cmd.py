@@ -76,12 +76,23 @@ def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: t
         print(f"  {n_def} tool-call steps of {len(defaulted)} unknown tools defaulted to write (held): {names}")
     else:
         print("  every tool found in the tool table (none defaulted to write)")
+    left = {k: v for k, v in result.notes.items() if isinstance(v, int) and v}
+    if left:
+        print("  left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
     est = result.estimated_share()
     if est:
-        print("  estimated (tokens: ceil(chars/4) of the text; durations: from message timestamps): "
+        print(f"  estimated ({_ESTIMATES.get(importer, _ESTIMATES[''])}): "
               + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
     if result.warnings:
         print(f"  {len(result.warnings)} warning(s) above: records skipped or repaired (--strict makes them fatal)")
+
+
+#: How each importer estimates what its input does not count.
+_ESTIMATES = {
+    "": "tokens: ceil(chars/4) of the text; durations: from message timestamps",
+    "otel": "tokens: ceil(chars/4) of recorded messages where usage is missing; observations: what the next "
+            "call's input grew by; durations: a call's span shared among its tool calls",
+}
 
 
 #: The importers: format -> (module and function, its description, the input's help, --tools'

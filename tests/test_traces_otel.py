@@ -195,3 +195,82 @@ def test_cli_import_stats_and_replay_with_recorded_tool_latency(tmp_path):
     res = json.loads(r.stdout)
     tool_s = res["protocols"]["strong-only"]["tool_s"]["mean"]
     assert tool_s == pytest.approx(0.2 + 0.5 + 0.8)  # per task: the recorded tool times, nothing else
+
+
+def _export(path, build):
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    build(tp.get_tracer("agent"))
+    tp.shutdown()
+    return path
+
+
+def test_a_nested_mcp_span_a_failed_attempt_and_a_tool_dispatched_while_streaming(tmp_path):
+    """One tool call (a framework execute_tool span with the MCP client's tools/call below it),
+    dispatched 250 ms into a 300 ms streamed answer; a rate-limited attempt (status ERROR, no
+    usage) retried by the closing call: two steps."""
+    from opentelemetry.trace import Status, StatusCode
+
+    def build(tr):
+        agent = tr.start_span("invoke_agent a", start_time=T0, attributes={"gen_ai.operation.name": "invoke_agent"})
+        ctx = trace.set_span_in_context(agent)
+        chat = tr.start_span("chat m", context=ctx, start_time=T0, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 40})
+        tool = tr.start_span("execute_tool get_user", context=ctx, start_time=T0 + 250 * MS, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_user",
+            "mcp.tool.annotations.readOnlyHint": True})
+        mcp = tr.start_span("tools/call get_user", context=trace.set_span_in_context(tool), start_time=T0 + 251 * MS,
+                            attributes={"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool"})
+        chat.end(end_time=T0 + 300 * MS)
+        mcp.end(end_time=T0 + 440 * MS)
+        tool.end(end_time=T0 + 450 * MS)
+        failed = tr.start_span("chat m", context=ctx, start_time=T0 + 500 * MS, attributes={
+            "gen_ai.operation.name": "chat", "error.type": "RateLimitError"})
+        failed.set_status(Status(StatusCode.ERROR))
+        failed.end(end_time=T0 + 510 * MS)
+        last = tr.start_span("chat m", context=ctx, start_time=T0 + 600 * MS, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1300, "gen_ai.usage.output_tokens": 20})
+        last.end(end_time=T0 + 700 * MS)
+        agent.end(end_time=T0 + 700 * MS)
+
+    res = import_otel(_export(tmp_path / "s.jsonl", build))
+    steps = res.tasks[0].steps
+    assert [(s.kind, s.tool) for s in steps] == [("read", "get_user"), ("final", "")]
+    assert steps[0].observation_tokens == 1300 - 1000 - 40 and steps[0].tool_duration_s == pytest.approx(0.2)
+    assert res.notes == {"failed_model_calls_left_out": 1, "tool_spans_inside_a_tool_span": 1}
+
+
+def test_openllmetry_spans_are_read(tmp_path):
+    """OpenLLMetry writes no gen_ai.operation.name on spans: llm.request.type and
+    traceloop.span.kind say what a span is (traceloop/openllmetry's chat wrappers)."""
+    def build(tr):
+        agent = tr.start_span("travel.workflow", start_time=T0, attributes={"traceloop.span.kind": "agent"})
+        ctx = trace.set_span_in_context(agent)
+        t = T0
+        for inp, out, tool in ((1000, 40, "get_user"), (1300, 20, None)):
+            chat = tr.start_span("openai.chat", context=ctx, start_time=t, attributes={
+                "llm.request.type": "chat", "gen_ai.usage.prompt_tokens": inp, "gen_ai.usage.completion_tokens": out,
+                "gen_ai.request.model": "gpt-4o"})
+            t += 100 * MS
+            chat.end(end_time=t)
+            if tool:
+                span = tr.start_span(f"{tool}.tool", context=ctx, start_time=t, attributes={
+                    "traceloop.span.kind": "tool", "traceloop.entity.name": tool})
+                t += 50 * MS
+                span.end(end_time=t)
+        agent.end(end_time=t)
+
+    res = import_otel(_export(tmp_path / "oll.jsonl", build), tool_kinds={"get_user": "read"})
+    steps = res.tasks[0].steps
+    assert [(s.kind, s.tool, s.output_tokens, s.context_tokens) for s in steps] == [
+        ("read", "get_user", 40, 1000), ("final", "", 20, 1300)]
+    assert steps[0].model == "gpt-4o"
+
+
+def test_an_error_in_a_pretty_printed_document_names_its_line(tmp_path):
+    doc = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": []}]}]}, indent=2).splitlines()
+    doc.insert(4, '      "oops": ,')
+    p = tmp_path / "pretty.json"
+    p.write_text("\n".join(doc) + "\n")
+    with pytest.raises(TraceError, match=rf"pretty.json:5: field '\(line\)': invalid JSON"):
+        import_otel(p, strict=True)

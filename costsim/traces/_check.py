@@ -14,9 +14,10 @@ from ..config import MAX_SECONDS, MAX_TOKENS
 
 
 class Bad(Exception):
-    def __init__(self, field: str, what: str):
+    def __init__(self, field: str, what: str, line: int = 1):
         super().__init__(field, what)
         self.field, self.what = field, what
+        self.line = line  # the line of a document spread over lines where it goes wrong (1: its first)
 
 
 def json_line(text: str):
@@ -24,7 +25,7 @@ def json_line(text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})") from None
+        raise Bad("(line)", f"invalid JSON: {e.msg} (column {e.colno})", e.lineno) from None
     except RecursionError:
         raise Bad("(line)", "JSON nested too deeply") from None
     except ValueError:  # a number past Python's 4,300-digit limit

@@ -7,15 +7,23 @@ them). Several files may be given: a trace split across them is joined by trace 
 - **Tasks.** Each top-level ``invoke_agent`` span (one with no ``invoke_agent`` ancestor) is a
   task, with every span below it; a trace with no ``invoke_agent`` span is one task.
 - **Steps.** A model call (``gen_ai.operation.name`` ``chat``, ``text_completion`` or
-  ``generate_content``) and the tool calls (``execute_tool``) that start after it ends and
-  before the next model call starts are its steps: one step per tool call, in start order; a
-  call without tool calls is a ``respond`` step, the task's last call ``final``.
+  ``generate_content``) and the tool calls (``execute_tool``) that start after it starts (a tool
+  may be dispatched while the answer streams) and before the next model call starts are its
+  steps: one step per tool call, in start order; a call without tool calls is a ``respond``
+  step, the task's last call ``final``. Left out, and counted in the header: a tool span inside
+  another tool span (an MCP client's ``tools/call`` below the framework's ``execute_tool``), a
+  model call whose status is an error and that has no output usage (a failed attempt, retried),
+  a tool span before any model call.
+- **Other instrumentations.** OpenLLMetry's spans (``llm.request.type`` chat or completion,
+  ``traceloop.span.kind`` tool or agent, tool name ``traceloop.entity.name``) and
+  OpenInference's (``openinference.span.kind`` LLM, TOOL, AGENT; ``llm.token_count.prompt`` /
+  ``completion``, ``llm.model_name``, ``tool.name``) are read as the same operations.
 - **Kinds.** A tool call is a read when the span says so (``mcp.tool.annotations.readOnlyHint``
   or ``gen_ai.tool.annotations.readOnlyHint`` true; false is a write), else by the ``--tools``
   mapping, else a write (counted, as every importer does).
 - **Tokens.** ``output_tokens``: the call's output tokens (``gen_ai.usage.output_tokens``;
-  before semantic conventions 1.27 ``gen_ai.usage.completion_tokens``; OpenLLMetry's
-  ``llm.usage.completion_tokens``), shared equally among its tool calls (largest remainder);
+  before semantic conventions 1.27 ``gen_ai.usage.completion_tokens``, as OpenLLMetry still
+  writes it; OpenInference's ``llm.token_count.completion``), shared equally among its tool calls (largest remainder);
   ``context_tokens``: its input tokens (``gen_ai.usage.input_tokens`` / ``prompt_tokens``);
   ``observation_tokens``: what the next call's input grew by beyond this call's input and
   output, shared equally (estimated: the spans do not carry the results). Where usage is
@@ -48,12 +56,13 @@ from .tools import ToolKinds
 MODEL_OPS = ("chat", "text_completion", "generate_content")
 TOOL_OP, AGENT_OP = "execute_tool", "invoke_agent"
 #: Attribute names by meaning, newest first: the current GenAI conventions, then the older.
-INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens")
-OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.usage.completion_tokens")
+INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
 CACHED_TOKENS = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
                  "gen_ai.usage.input_tokens.cached")
 REASONING_TOKENS = ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.output_tokens.reasoning")
-MODEL = ("gen_ai.response.model", "gen_ai.request.model")
+MODEL = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+TOOL_NAME = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 READ_ONLY = ("mcp.tool.annotations.readOnlyHint", "gen_ai.tool.annotations.readOnlyHint")
 
 
@@ -68,14 +77,21 @@ class Span:
     attrs: dict
     where: str  # file:line for messages
 
+    error: bool = False  # the span's status is ERROR
+
     @property
     def op(self) -> str:
-        op = self.attrs.get("gen_ai.operation.name")
+        a = self.attrs
+        op = a.get("gen_ai.operation.name")
         if isinstance(op, str) and op:
             return op
-        if self.attrs.get("mcp.method.name") == "tools/call":
+        if a.get("mcp.method.name") == "tools/call":
             return TOOL_OP
-        return ""
+        # OpenLLMetry puts the operation on metrics only; its spans say llm.request.type and
+        # traceloop.span.kind. OpenInference says openinference.span.kind.
+        if a.get("llm.request.type") in ("chat", "completion"):
+            return "chat"
+        return _KINDS.get(str(a.get("traceloop.span.kind") or a.get("openinference.span.kind") or "").lower(), "")
 
     def first(self, keys):
         for k in keys:
@@ -83,6 +99,8 @@ class Span:
                 return self.attrs[k]
         return None
 
+
+_KINDS = {"tool": TOOL_OP, "agent": AGENT_OP, "llm": "chat"}  # traceloop / openinference span kinds
 
 _NUMBERS = {"intValue": (int, (int, str), "an integer"), "doubleValue": (float, (int, float, str), "a number")}
 
@@ -170,7 +188,10 @@ def _spans(doc, where: str):
                         if v is not None and (f is None or not 0 <= f <= MAX_TOKENS or f != int(f)):
                             raise c.Bad(f"{at}.attributes.{key}", f"expected a token count in [0, {MAX_TOKENS:.0e}], "
                                                                  f"got {c.show(v)}")
-                    yield Span(ids[0], ids[1], parent, name if isinstance(name, str) else "", start, end, attrs, where)
+                    status = sp.get("status") if isinstance(sp.get("status"), dict) else {}
+                    error = status.get("code") in (2, "2", "STATUS_CODE_ERROR") or attrs.get("error.type") is not None
+                    yield Span(ids[0], ids[1], parent, name if isinstance(name, str) else "", start, end, attrs, where,
+                               error)
 
 
 @dataclass
@@ -196,7 +217,7 @@ def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool
             try:
                 got = list(_spans(c.json_line(chunk), where))
             except c.Bad as e:
-                msg = f"{where}: field '{e.field}': {e.what}"
+                msg = f"{path}:{lineno + e.line - 1}: field '{e.field}': {e.what}"
                 if strict:
                     raise TraceError(msg) from None
                 warnings.append(msg + "; skipped")
@@ -212,16 +233,17 @@ def import_otel(paths, *, tool_kinds: dict[str, str] | None = None, strict: bool
         warnings.append(msg + ("; taken as a root of its trace" if id(s) in kept
                                else "; left out: taken as a root, it is outside every agent run of its trace"))
     kinds = ToolKinds(tool_kinds)
-    tasks, unmatched = [], 0
+    tasks, left_out = [], defaultdict(int)
     for run in runs:
-        steps, lost = _steps(run.spans, kinds)
-        unmatched += lost
+        steps, notes = _steps(run.spans, kinds)
+        for k, v in notes.items():
+            left_out[k] += v
         if steps:
             model = next((s.model for s in steps if s.model), "")
             steps = bounded(steps, run.key, ",".join(p.name for p in paths), warnings)
             tasks.append(Task(task_id=run.key, steps=steps, source="otel:" + ",".join(p.name for p in paths),
                               meta={"agent_llm": model} if model else {}))
-    notes = {"tool_spans_before_any_model_call": unmatched} if unmatched else {}
+    notes = {k: v for k, v in left_out.items() if v}
     return ImportResult(tasks=tasks, warnings=warnings, records=records, defaulted_tools=kinds.defaulted, notes=notes)
 
 
@@ -277,13 +299,31 @@ def _runs(spans: dict) -> tuple[list[_Run], list[Span]]:
     return runs, orphans
 
 
-def _steps(spans: list[Span], kinds: ToolKinds) -> tuple[list[Step], int]:
+def _steps(spans: list[Span], kinds: ToolKinds) -> tuple[list[Step], dict]:
+    """The run's steps, and counts of the spans left out (``notes``)."""
+    ids = {s.id: s for s in spans}
+
+    def inside_a_tool(s):  # an MCP client span below the framework's execute_tool span, say
+        cur, seen = ids.get(s.parent), set()
+        while cur is not None and cur.id not in seen:
+            if cur.op == TOOL_OP:
+                return True
+            seen.add(cur.id)
+            cur = ids.get(cur.parent)
+        return False
+
     calls = sorted((s for s in spans if s.op in MODEL_OPS), key=lambda s: (s.start, s.end))
+    # A failed call with no output (a rate limit, retried) made no step: the retry does.
+    failed = [s for s in calls if s.error and _count(s, OUTPUT_TOKENS) is None]
+    calls = [s for s in calls if s not in failed]
     tools = sorted((s for s in spans if s.op == TOOL_OP), key=lambda s: (s.start, s.end))
+    nested = [t for t in tools if inside_a_tool(t)]
+    tools = [t for t in tools if t not in nested]
     issued = [[] for _ in calls]
     lost = 0
-    for t in tools:  # each tool call belongs to the last model call that ended before it started
-        k = max((i for i, m in enumerate(calls) if m.end <= t.start), default=None)
+    for t in tools:  # each tool call belongs to the last model call that started before it (it
+        # may start before that call's span ends: a tool dispatched while the answer streams)
+        k = max((i for i, m in enumerate(calls) if m.start <= t.start), default=None)
         if k is None:
             lost += 1
         else:
@@ -292,7 +332,9 @@ def _steps(spans: list[Span], kinds: ToolKinds) -> tuple[list[Step], int]:
     for i, m in enumerate(calls):
         nxt = calls[i + 1] if i + 1 < len(calls) else None
         steps.extend(_call_steps(m, issued[i], nxt, i == len(calls) - 1, kinds))
-    return steps, lost
+    notes = {"tool_spans_before_any_model_call": lost, "failed_model_calls_left_out": len(failed),
+             "tool_spans_inside_a_tool_span": len(nested)}
+    return steps, notes
 
 
 def _count(s: Span, keys) -> int | None:
@@ -330,7 +372,7 @@ def _call_steps(m: Span, tools: list[Span], nxt: Span | None, last: bool, kinds:
         return [_step(kind, "", outs[0], obs[0], ctx, model, dur, None, est | obs_est)]
     steps, before = [], 0
     for j, t in enumerate(tools):
-        name = t.attrs.get("gen_ai.tool.name")
+        name = t.first(TOOL_NAME)
         name = name if isinstance(name, str) and name else t.name.removeprefix("execute_tool ").strip()
         hint = t.first(READ_ONLY)
         kind = ("read" if hint else "write") if isinstance(hint, bool) else kinds.kind(name)
