@@ -277,6 +277,17 @@ def test_openai_explicit_ids_conversations_and_bad_lines():
         import_openai_text("\n".join(lines), "log.jsonl", strict=True)
 
 
+def test_openai_a_pretty_printed_document_is_one_error_not_a_warning_a_line():
+    text = json.dumps(openai_log(), indent=2)
+    assert text.count("\n") > 50
+    with pytest.raises(TraceError, match=r"^log.json: one JSON document spread over [0-9,]+ lines, not JSON Lines"):
+        import_openai_text(text, "log.json")
+    # A JSON Lines file whose first line is broken is still read line by line, and warned of.
+    lines = ["{broken", *(json.dumps(x) for x in openai_log())]
+    r = import_openai_text("\n".join(lines), "log.jsonl")
+    assert len(r.tasks) == 2 and len(r.warnings) == 1
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(json_values, max_size=3), st.data())
 def test_openai_fuzz(values, data):

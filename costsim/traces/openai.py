@@ -118,6 +118,30 @@ def import_openai(path, *, tool_kinds: dict[str, str] | None = None, strict: boo
     return import_openai_text(text, name, tool_kinds=tool_kinds, strict=strict)
 
 
+def _refuse_a_spread_document(text: str, name: str) -> None:
+    """TraceError (one line) for a JSON document spread over lines (pretty-printed), which is
+    not JSON Lines: else each of its lines would be warned of, thousands of them."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if len(lines) < 2 or lines[0].lstrip()[:1] not in "[{":
+        return
+    try:
+        json.loads(lines[0])
+        return  # its first line is a record of its own: JSON Lines
+    except (ValueError, RecursionError):
+        pass
+    if any(_is_object(ln) for ln in lines[1:50]):
+        return  # a broken first line in a JSON Lines file: warned of as such
+    raise TraceError(f"{name}: one JSON document spread over {len(lines):,} lines, not JSON Lines "
+                     "(one call or conversation an object a line): write it with one object a line")
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = False) -> ImportResult:
     """:func:`import_openai` on the log's text (``name`` is used in messages)."""
     warnings: list[str] = []
@@ -125,6 +149,7 @@ def import_openai_text(text: str, name: str, *, tool_kinds=None, strict: bool = 
     by_id: dict[str, _Group] = {}
     first_line: dict[int, int] = {}
     records = 0
+    _refuse_a_spread_document(text, name)
     # Lines end at "\n" only: str.splitlines() would also split inside strings at U+0085, U+2028.
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
