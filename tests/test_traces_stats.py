@@ -90,3 +90,11 @@ def test_tool_latency_median_of_an_even_count_is_the_middle_pair_s_mean():
     s = tool_latency_stats(steps)
     assert s["median_s"] == pytest.approx((0.4 + 0.5) / 2) == s["by_tool"]["a"]["median_s"]
     assert s["mean_s"] == pytest.approx(0.5)
+
+
+def test_steps_that_decode_nothing_have_no_step_shape():
+    from costsim.traces.stats import step_shape
+
+    with pytest.raises(ValueError, match="decode no tokens"):
+        step_shape([Task("t", (Step("respond", 0), Step("final", 0)))])
+    assert step_shape([Task("t", (Step("respond", 0), Step("final", 4)))])[0] == 2.0

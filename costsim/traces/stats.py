@@ -157,6 +157,9 @@ def step_shape(tasks) -> tuple[float, float, float]:
     out = sorted(s.output_tokens for s in steps)
     ctx = sorted(max(s.context_tokens, 0) for s in steps)
     n = len(steps)
+    if not out[-1]:  # every ratio is per decoded step token
+        raise ValueError(f"the tasks' {n:,} steps decode no tokens (every output_tokens is 0): a step's cost "
+                         "and the ratios to Strong-only are undefined")
     median = (ctx[(n - 1) // 2] + ctx[n // 2]) / 2.0
     return sum(out) / n, sum(s.observation_tokens for s in steps) / n, float(median)
 
