@@ -41,15 +41,24 @@ def test_required_profiles_exist():
     assert len(names("apis")) >= 3
 
 
-def test_moe_profiles_are_consistent():
-    for name in names("models"):
+#: (hidden_size, moe_intermediate_size) of each MoE model's config.json (Mixtral: its
+#: intermediate_size): a routed expert is a gated FFN, 3 x hidden x intermediate weights.
+EXPERT_SHAPES = {"deepseek-v3": (7168, 2048), "mixtral-8x7b": (4096, 14336), "qwen3-235b-a22b": (4096, 1536),
+                 "qwen3-30b-a3b": (2048, 768), "gpt-oss-120b": (2880, 2880), "gpt-oss-20b": (2880, 2880),
+                 "glm-5": (6144, 2048), "qwen3.5-397b-a17b": (4096, 1024), "deepseek-v4-flash": (4096, 2048)}
+
+
+def test_moe_profiles_split_their_parameters_as_their_architectures_do():
+    """The profiles give total and active counts; the expert size they imply, (total - active) /
+    (layers x (experts - routed)), must be the architecture's (its FFN shape, 1% for biases,
+    norms and rounding of the published counts): a check the totals alone cannot fail."""
+    moe = [n for n in names("models") if load_model(n).is_moe]
+    assert set(moe) == set(EXPERT_SHAPES)
+    for name in moe:
         m = load_model(name)
-        assert 0 < m.active_params_b <= m.total_params_b
-        if m.is_moe:
-            assert m.always_active_params > 0 and m.expert_params > 0
-            # routed + always-active parameters add up to the totals
-            routed_total = m.n_moe_layers * m.num_experts * m.expert_params
-            assert (m.always_active_params + routed_total) / 1e9 == pytest.approx(m.total_params_b)
+        assert 0 < m.active_params_b <= m.total_params_b and m.always_active_params > 0
+        hidden, inter = EXPERT_SHAPES[name]
+        assert m.expert_params == pytest.approx(3 * hidden * inter, rel=0.01), name
 
 
 def test_default_strong_deployment_fits_one_h20_node_in_fp8():
