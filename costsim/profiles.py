@@ -535,6 +535,8 @@ def _hf_fields(cfg: dict, path: str) -> dict:
     inter = _int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden)
     experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts")
     top_k = _int(cfg, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
+    if experts and top_k >= experts:
+        raise ProfileError(f"{path}: num_experts_per_tok ({top_k}) must be below the number of experts ({experts})")
     moe_inter = _int(cfg, "moe_intermediate_size", default=inter)
     shared_inter = _int(cfg, "shared_expert_intermediate_size")
     n_shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=1 if shared_inter else 0)
@@ -588,6 +590,8 @@ def _hf_fields(cfg: dict, path: str) -> dict:
     gated = 2 if cfg.get("model_type") == "nemotron_h" else 3  # squared-ReLU MLP has no gate
     dense_first = _int(cfg, "first_k_dense_replace")
     dense_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list):
+        raise ProfileError(f"{path}: mlp_only_layers must be a list of layer indices, got {dense_only!r}")
     moe_layers = max(mlp_layers - dense_first - len(dense_only), 0) if experts else 0
     dense_layers = mlp_layers - moe_layers
     expert = 3 * hidden * moe_inter

@@ -99,6 +99,8 @@ _DEVICE = 'name = "mydev"\ndisplay_name = "My dev"\nmemory_gb = 96\nhbm_bandwidt
     ('aliases = "abc"\n', "aliases must be a list of strings, got 'abc'"),
     ('sources = 5\n', "sources must be a table, got 5"),
     ('family = ["x"]\n', "family must be a string"),
+    ('price_date = "soon"\n', "price_date must be YYYY-MM-DD or YYYY-MM, got 'soon'"),
+    ('memory_reported_mib = 0\n', "memory_reported_mib must be > 0"),
 ])
 def test_a_profile_field_of_the_wrong_kind_is_one_line(tmp_path, extra, said):
     from costsim.profiles import ProfileError, load_device
@@ -135,6 +137,11 @@ def test_a_config_json_the_model_cannot_read_is_refused_naming_the_file(hf_confi
     path = hf_config({**LLAMA_8B_CONFIG, "num_hidden_layers": True})
     with pytest.raises(ProfileError, match=re.escape(path) + ": num_hidden_layers must be a number"):
         model_from_hf_config(path)
+    moe = {**LLAMA_8B_CONFIG, "num_local_experts": 8, "num_experts_per_tok": 20}
+    with pytest.raises(ProfileError, match=r"num_experts_per_tok \(20\) must be below the number of experts \(8\)"):
+        model_from_hf_config(hf_config(moe))
+    with pytest.raises(ProfileError, match="mlp_only_layers must be a list of layer indices, got 5"):
+        model_from_hf_config(hf_config({**moe, "num_experts_per_tok": 2, "mlp_only_layers": 5}))
     # An FP8 checkpoint named by its torch dtype alone is FP8.
     assert model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "torch_dtype": "float8_e4m3fn"})).default_dtype == "fp8"
 
