@@ -111,6 +111,22 @@ def require_fits(dep: Deployment, batch: float = 1, context: float = 0.0) -> Non
                          f"{hint}")
     fits = max_sequences(dep, context)
     if batch > fits:
+        more = devices_for_batch(dep, batch, context)
         raise DoesNotFit(f"a batch of {batch:g} sequences at {context:g} tokens needs "
                          f"{batch * sequence_bytes(dep, context) / 1e9:.0f} GB of KV; the pool of {dep.n_devices}x "
-                         f"{dep.device.name} holds {pool / 1e9:.0f} GB: at most {fits} sequences at that context")
+                         f"{dep.device.name} holds {pool / 1e9:.0f} GB: at most {fits} sequences at that context"
+                         + (f" ({more} GPUs hold them)" if more else ""))
+
+
+def devices_for_batch(dep: Deployment, batch: float, context: float, max_devices: int = 1024) -> int | None:
+    """The fewest devices, ``dep``'s count doubled as often as needed, whose KV pool holds
+    ``batch`` sequences of ``context`` tokens beside the weights (None: none up to ``max_devices``)."""
+    from dataclasses import replace
+
+    n = dep.n_devices
+    while n <= max_devices:
+        d = replace(dep, n_devices=n)
+        if kv_pool_bytes(d) > 0 and max_sequences(d, context) >= batch:
+            return n
+        n *= 2
+    return None

@@ -8,13 +8,15 @@ result records where each came from.
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
 from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD
 from .protocols.schedule import check_scale
-from .memory import devices_to_hold, kv_pool_bytes, max_sequences, require_fits
+from .memory import devices_for_batch, devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
 
 
@@ -50,9 +52,11 @@ def _validate(p, K, write_rate, batch, steps, overrides):
 
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
                 strong_dtype=None, weak_dtype=None, strong_gpus=None, engine=None, weak_engine=None,
-                expert_parallel=False):
-    """The strong and weak deployments: strong on as many devices as hold its weights; both
-    under ``engine`` (default vLLM) unless ``weak_engine`` names the weak model's own."""
+                expert_parallel=False, batch: float = 1, context: float = 0.0):
+    """The strong and weak deployments: each on as many devices (a power of two) as hold its
+    weights and, up to one node of 8, a KV pool for ``batch`` sequences of ``context`` tokens (the strong one on
+    ``strong_gpus`` where given); both under ``engine`` (default vLLM) unless ``weak_engine``
+    names the weak model's own."""
     if strong_gpus is not None and strong_gpus < 1:
         raise ValueError(f"--strong-gpus must be >= 1, got {strong_gpus}")
     d = DEPLOYMENTS
@@ -64,11 +68,15 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     for dt in (sdt, wdt):
         check_dtype(dt)
     n = devices_to_hold(sm, sd, sdt, se) if strong_gpus is None else strong_gpus
-    out = (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
-           Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we))
-    for dep in out:
+    out = [Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
+           Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we)]
+    for i, dep in enumerate(out):
         require_fits(dep)  # the weights (a --strong-gpus too few for them is refused here)
-    return out
+        if i == 1 or strong_gpus is None:  # chosen here: room for the batch too, within a node of 8
+            more = devices_for_batch(dep, batch, context, max_devices=max(8, dep.n_devices))
+            if more and more != dep.n_devices:
+                out[i] = replace(dep, n_devices=more)
+    return tuple(out)
 
 
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
@@ -110,7 +118,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
              for k, v in (("strong_step_scale", strong_step_scale), ("weak_step_scale", weak_step_scale))}
     for k, v in (("strong_step_scale", strong_step_scale), ("weak_step_scale", weak_step_scale)):
         src[k] = "flag" if v is not None else "default: a step decodes its d̄ tokens"
-    strong, weak = deployments(**deploy)
+    strong, weak = deployments(**deploy, batch=batch, context=tok["context_tokens"])
     for dep in (strong, weak):  # the batch of sessions, each at the typical context, must fit
         require_fits(dep, batch, tok["context_tokens"])
     lengths = np.arange(1, K + 1)

@@ -101,3 +101,15 @@ def test_when_slower_the_verdict_names_a_K_that_pays_if_there_is_one():
     assert f"Or K = {r['best_K']}: " in r["verdict"] and f"L_u = {r['best_K_L']:.2f}" in r["verdict"]
     r = predict(p=0.8, K=6, kappa=2.0)  # no K pays: no such advice
     assert r["L"] > 1 and r["best_K_L"] >= 1 and "Or K =" not in r["verdict"]
+
+
+def test_the_strong_gpus_chosen_hold_the_batch_not_only_the_weights():
+    from costsim.memory import DoesNotFit, max_sequences
+    from costsim.predict import deployments, predict
+
+    r = predict(p=0.8, K=6, strong="llama-3.1-70b")  # FP8 weights fit one H20; 16 sessions' KV do not
+    assert r["strong_deployment"]["n_devices"] == 2
+    one, _ = deployments(strong="llama-3.1-70b", strong_gpus=1)
+    assert max_sequences(one, 7720) < 16
+    with pytest.raises(DoesNotFit, match=r"at most \d+ sequences at that context \(2 GPUs hold them\)"):
+        predict(p=0.8, K=6, strong="llama-3.1-70b", strong_gpus=1)
