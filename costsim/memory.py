@@ -98,6 +98,11 @@ def require_fits(dep: Deployment, batch: float = 1, context: float = 0.0) -> Non
         why = dep.device.cannot_run(dt)
         if why:
             raise DoesNotFit(f"{dep.device.name} cannot run {dt} weights: {why}")
+    heads, n = dep.model.num_attention_heads, dep.n_devices
+    if heads % n:  # tensor parallelism splits the attention heads evenly (vLLM, SGLang, TensorRT-LLM)
+        ok = [k for k in (1, 2, 4, 8, 16, 32, 64) if heads % k == 0 and k <= heads]
+        raise DoesNotFit(f"{n} GPUs cannot split {dep.model.name}'s {heads} attention heads evenly (tensor "
+                         f"parallelism): give {', '.join(map(str, ok))} GPUs")
     pool = kv_pool_bytes(dep)
     if pool <= 0:
         try:

@@ -73,12 +73,14 @@ def test_pool_holds_what_it_says(util, reserve, ctx):
     ["simulate", "-p", "0.8", "--K", "6", "--tasks", "3", "--strong-device", "rtx-4090", "--strong-gpus", "1", "-q"],
     ["capacity", "--task-rate", "1/s", "--latency-p95", "60s", "--strong-device", "rtx-4090", "--strong-gpus", "1"],
     ["hardware", "show", "a100", "--model", "llama-3.1-70b", "--gpus", "1"],
+    ["roofline", "--model", "qwen3-8b", "--device", "h100", "--gpus", "3"],  # 32 heads do not split 3 ways
+    ["predict", "-p", "0.8", "--K", "6", "--strong-gpus", "1000"],
 ])
 def test_commands_refuse_what_does_not_fit(argv, capsys):
     code, out, err = run(argv, capsys)
     assert code == 2 and out == ""
     assert err.startswith("costsim: error: ") and err.count("\n") == 1, err
-    assert "smallest count that holds them" in err or "at most" in err
+    assert "smallest count that holds them" in err or "at most" in err or "cannot split" in err
 
 
 def test_roofline_prints_kv_capacity(capsys):
