@@ -35,8 +35,14 @@ def with_options(options: dict):
         extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
                  for n, (ann, opt) in options.items()]
 
+        flags = {p.name: (p.default.param_decls or ("--" + p.name.replace("_", "-"),))[0]
+                 for p in own + extra if hasattr(p.default, "param_decls")}
+
         @functools.wraps(fn)
         def command(*args, **kwargs):
+            for name, v in kwargs.items():  # "" would read as "the default" further on
+                if isinstance(v, str) and not v.strip() and name in flags:
+                    raise UserError(f"{flags[name]} is empty")
             return fn(*args, **kwargs)
 
         command.__signature__ = sig.replace(parameters=own + extra)

@@ -340,9 +340,11 @@ def build_scenario(settings: dict, tasks=None):
         settings["options"] = tuple((k, v) for k, v in opts if k not in PROTOCOL_OPTIONS)
     fields = scenario_keys()
     kw = {k: v for k, v in settings.items() if k in fields}
-    if "protocols" in settings:
+    if settings.get("protocols") is not None:
         names = settings["protocols"]
         names = tuple(x.strip() for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)
+        if not names:
+            raise ValueError("--protocols names no protocol")
         if names:
             kw["protocols"] = names + tuple(API_BILLED[n] for n in names if n in API_BILLED and API_BILLED[n] not in names)
     for k in LATENCY_KEYS:

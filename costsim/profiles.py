@@ -437,6 +437,8 @@ def _lookup(kind: str, name: str, label: str):
 
 def _load(cls, kind: str, label: str, name_or_path: str):
     """A profile of ``cls`` by name or alias (case-insensitive), or from a TOML file path."""
+    if not name_or_path.strip():
+        raise ProfileError(f"an empty {label} name; known: {', '.join(names(kind))}")
     if name_or_path.endswith(".toml"):
         return _build(cls, _read_toml(name_or_path), name_or_path)
     return _lookup(kind, name_or_path, label)
@@ -454,7 +456,7 @@ def load_api(name_or_path: str) -> ApiEndpoint:
 
 def load_engine(name_or_path: str | None = None) -> Engine:
     """A serving engine profile by name or alias (default: vLLM), or from a TOML file path."""
-    return _load(Engine, "engines", "engine", name_or_path or DEPLOYMENTS.engine)
+    return _load(Engine, "engines", "engine", DEPLOYMENTS.engine if name_or_path is None else name_or_path)
 
 
 def load_model(name_or_path: str) -> ModelSpec:

@@ -68,7 +68,12 @@ BAD = [
     (["simulate", "--tasks", "2", "-q", "--protocols", "agentcollab", "--option", "reflection=3"], "expected one of separate, inline"),
     # outputs that cannot be written, refused before the run
     (["simulate", "--tasks", "2", "-q", "--out", "/proc/x.parquet"], "cannot write there"),
-    (["simulate", "--tasks", "2", "-q", "--out", ""], "the output path is empty"),
+    (["simulate", "--tasks", "2", "-q", "--out", ""], "--out is empty"),
+    # an empty name is not "the default"
+    (["predict", "-p", "0.8", "--strong", ""], "--strong is empty"),
+    (["simulate", "--tasks", "2", "-q", "--engine", " "], "--engine is empty"),
+    (["simulate", "--tasks", "2", "-q", "--protocols", ",,,"], "--protocols names no protocol"),
+    (["hardware", "show", ""], "an empty device name; known: "),
     (["simulate", "--tasks", "2", "-q", "--out", "out.txt"], "expected a .parquet or .csv file name"),
     (["replay", "tau2-airline", "-q", "--out", "/proc/x.csv"], "cannot write there"),
     (["figures", "--out", "/proc/figs"], "cannot write there"),
@@ -195,7 +200,7 @@ def test_ctrl_c_says_interrupted_and_exits_130(tmp_path):
     (["predict", "-p", "0.8", "--kappa", "1e308"], "--kappa must be at most 1000"),
     (["predict", "-p", "0.8", "--v-over-d", "1e308"], "--v-over-d must be at most 1000"),
     (["predict", "-p", "0.8", "--steps", "1e300"], "--steps must be a finite number in (0, 1e+06]"),
-    (["predict", "-p", "0.8", "--calibration", ""], "the calibration path is empty"),
+    (["predict", "-p", "0.8", "--calibration", ""], "--calibration is empty"),
     (["capacity", "--task-rate", "1e-300"], "--task-rate must be in [1e-6, 1e6] tasks/s"),
     (["capacity", "--task-rate", "0.5", "--strong-price", "inf"], "--strong-price must be a finite number >= 0"),
 ])
