@@ -241,12 +241,15 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
         if p.exists() and Path(src).exists() and p.resolve() == Path(src).resolve():
             raise UserError(f"{shown}: refusing to overwrite an input file")
     where = p if directory else p.parent
+    made = [q for q in (where, *where.parents) if not q.exists()]  # created for the probe, removed after it
     try:
         where.mkdir(parents=True, exist_ok=True)
         # the name atomic_write's temporary file will have: too long a name fails here, not after the run
         fd, probe = tempfile.mkstemp(dir=where, prefix=".costsim-probe-" if directory else f".{p.name}.", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
+        for q in made:  # deepest first: a failed command leaves no new folders (the write makes them)
+            q.rmdir()
     except OSError as e:
         file = next((q for q in where.parents if q.exists() and not q.is_dir()), where if where.is_file() else None)
         why = f"{file} is a file, not a folder" if file is not None else e.strerror or e

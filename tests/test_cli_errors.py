@@ -99,6 +99,15 @@ def test_output_that_is_a_directory_or_a_file(tmp_path, capsys):
     assert code == 2 and "is a directory; give a file name" in err
 
 
+def test_a_failed_command_leaves_no_new_folders(tmp_path, capsys):
+    out = tmp_path / "new" / "sub" / "x.csv"
+    code, _, err = run(["simulate", "--tasks", "2", "-q", "-p", "2", "--out", str(out)], capsys)
+    assert code == 2 and not (tmp_path / "new").exists()
+    code, _, err = run(["figures", "--only", "nosuch", "--out", str(tmp_path / "figs" / "a")], capsys)
+    assert code == 2 and not (tmp_path / "figs").exists()
+    assert run(["simulate", "--tasks", "2", "-q", "--out", str(out)], capsys)[0] == 0 and out.is_file()
+
+
 def test_utf8_bom_is_accepted(tmp_path, capsys):
     from costsim.traces import Step, Task, dumps_jsonl, load
 
