@@ -14,6 +14,15 @@ _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus",
            "expert_parallel", "strong_step_scale", "weak_step_scale", "json_out")
 
 
+def _origin(src: str, key: str) -> str:
+    """Where a ratio not measured comes from, in a few words."""
+    if src == "flag":
+        return "given"
+    if src.startswith("roofline"):
+        return "from the roofline"
+    return "by pass counting" if key == "v_over_d" else "by default"
+
+
 @with_options({k: SCENARIO_OPTIONS[k] for k in _SHARED})
 def predict(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
@@ -69,8 +78,8 @@ def render(r: dict) -> str:
         f"  {form}",
         "",
         (f"Calibrated (the paper's formulas; measured time ratios: {', '.join(names[k] for k in measured)}"
-         + (f"; by pass counting: {', '.join(names[k] for k in names if k not in measured)})"
-            if len(measured) < 3 else ")") if measured else
+         + "".join(f"; {names[k]} {_origin(src.get(k, ''), k)}" for k in names if k not in measured) + ")"
+         if measured else
          "Pass counting (the paper's model: memory-bound strong replica, time ∝ weight passes)"),
         (f"  R_u  strong replica time / Strong-only                         {r['R']:.3f}" if in_time else
          f"  R_u  strong weight passes (≈ strong HBM reads) / Strong-only   {r['R']:.3f}"),

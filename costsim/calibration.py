@@ -83,7 +83,7 @@ def load_calibration(path: str) -> Calibration:
     out = {}
     for k, v in ratios.items():
         if k not in RATIO_KEYS:
-            continue
+            raise CalibrationError(f"{path}: ratios.{k} is not a ratio costsim reads ({', '.join(RATIO_KEYS)})")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_RATIO:
             raise CalibrationError(f"{path}: ratios.{k} must be a finite number in [0, {MAX_RATIO:g}], got {v!r}")
         out[k] = float(v)

@@ -60,6 +60,13 @@ def test_predict_calibration_file(tmp_path, capsys):
     assert "test rig" in r["sources"]["kappa"]
     r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal), "--kappa", "0.3")
     assert r["kappa"] == 0.3  # a flag beats the calibration file
+    # The header says where each ratio not measured comes from.
+    cal.write_text('[ratios]\nv_over_d = 0.2\n')
+    code, out, _ = run("predict", "-p", "0.8", "--calibration", str(cal))
+    assert code == 0 and "measured time ratios: v/d; rho by default; kappa from the roofline)" in out
+    cal.write_text('[ratios]\nkapa = 0.2\n')  # a misspelt ratio is an error, not ignored
+    code, _, err = run("predict", "-p", "0.8", "--calibration", str(cal))
+    assert code == 2 and "ratios.kapa is not a ratio costsim reads" in err
 
 
 def test_predict_text_names_units_and_sources():
