@@ -166,15 +166,28 @@ def load_tasks(traces, n: int, seed: int):
         from costsim.traces.synthetic import generate
 
         return generate(n, seed=seed)
+    out = read_traces(traces)
+    if len(out) < 20:
+        raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
+    return out
+
+
+def read_traces(traces) -> list:
+    """The tasks of ``traces`` (files or shipped names) in order, each trace once (the same one
+    twice is refused: its tasks would count double); bad traces are a UserError."""
     from costsim.traces import load
     from costsim.traces.jsonl import TraceError
 
+    seen = {}
+    for t in traces:
+        key = str(Path(t).resolve()) if Path(t).exists() else t.removesuffix(".jsonl").lower()
+        if key in seen:
+            raise UserError(f"{t}: the same trace as {seen[key]}, given twice")
+        seen[key] = t
     out = []
-    with user_errors(TraceError, OSError):
+    with user_errors(TraceError, OSError, ValueError):
         for t in traces:
             out.extend(loaded(load(t)))
-    if len(out) < 20:
-        raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
     return out
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ._common import (SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps,
-                      loaded, with_options, user_errors)
+                      read_traces, with_options, user_errors)
 
 @with_options(OPTIONS)
 def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
@@ -26,19 +26,16 @@ def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files 
            verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
            **o):
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
-    from costsim.traces import load
-    from costsim.traces.jsonl import TraceError
-
     if verdicts not in (None, "recorded"):
         raise UserError(f"--verdicts must be 'recorded', got {verdicts!r}")
     if verdicts and o["p_dist"]:
         raise UserError("--verdicts recorded and --p-dist are exclusive")
     if verdicts:
         o["p_dist"] = f"recorded:{o['p_accept']}"
-    tasks = []
-    with user_errors(TraceError, OSError, ValueError):
-        for t in traces:
-            tasks.extend(loaded(load(t)))
+    tasks = read_traces(traces)
+    if verdicts and not any(s.verdict is not None for t in tasks for s in t.steps):
+        print(f"costsim: warning: no step of {', '.join(traces)} records a verdict: --verdicts recorded draws "
+              f"every review at p_u = {o['p_accept']:g}", file=sys.stderr)
     empty = [t.task_id for t in tasks if not t.steps]
     if empty:  # no committed step to divide by: left out, and said so
         print(f"costsim: warning: {len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"

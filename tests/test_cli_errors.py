@@ -74,6 +74,7 @@ BAD = [
     (["simulate", "--tasks", "2", "-q", "--engine", " "], "--engine is empty"),
     (["simulate", "--tasks", "2", "-q", "--protocols", ",,,"], "--protocols names no protocol"),
     (["hardware", "show", ""], "an empty device name; known: "),
+    (["replay", "tau2-airline", "tau2-airline.jsonl", "-q"], "tau2-airline.jsonl: the same trace as tau2-airline, given twice"),
     (["simulate", "--tasks", "2", "-q", "--out", "out.txt"], "expected a .parquet or .csv file name"),
     (["replay", "tau2-airline", "-q", "--out", "/proc/x.csv"], "cannot write there"),
     (["figures", "--out", "/proc/figs"], "cannot write there"),
@@ -226,3 +227,9 @@ def test_a_group_alone_prints_its_help_and_no_empty_error(argv, capsys):
     assert _main(argv) == 2
     out, err = capsys.readouterr()
     assert "Usage:" in out + err and "error" not in err
+
+
+def test_recorded_verdicts_on_a_trace_without_any_are_warned_of(capsys):
+    code, out, err = run(["replay", "tau2-airline", "--verdicts", "recorded", "--protocols", "specagent", "-q",
+                          "--json"], capsys)
+    assert code == 0 and "no step of tau2-airline records a verdict" in err
