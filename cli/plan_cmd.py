@@ -205,7 +205,8 @@ def render(res: dict) -> str:
                 "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three targets")
             lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['gpus']} GPUs, "
                          f"USD {r['cost_per_1k_tasks']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
-                         f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target")
+                         f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target"
+                         + ("" if r["steady"] else " on a run too short to be steady: its p95 may be low"))
         lines.append("")
     rec = res["recommended"]
     if rec is None:
@@ -215,7 +216,8 @@ def render(res: dict) -> str:
         proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
         lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['gpus']} GPUs, "
                   f"USD {r['cost_per_1k_tasks']:.3f} per 1,000 "
-                  f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks)",
+                  f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks"
+                  + ("" if r["steady"] else ", fewer than arrive in three targets at this rate: a p95 that may be low") + ")",
                   f"  why: {res['why']}"]
     if res.get("specagent"):
         lines.append(f"  {res['specagent']}")
