@@ -272,5 +272,5 @@ def test_an_error_in_a_pretty_printed_document_names_its_line(tmp_path):
     doc.insert(4, '      "oops": ,')
     p = tmp_path / "pretty.json"
     p.write_text("\n".join(doc) + "\n")
-    with pytest.raises(TraceError, match=rf"pretty.json:5: field '\(line\)': invalid JSON"):
+    with pytest.raises(TraceError, match=r"pretty.json:5: field '\(line\)': invalid JSON"):
         import_otel(p, strict=True)
