@@ -148,8 +148,7 @@ def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list
             # of the same load only queues more.
             while (p95 <= srch.latency_p95_s and rate > judgeable(len(work), p95, srch)
                    and len(work) < srch.max_probe_tasks):
-                m = min(max(math.ceil(1.2 * srch.steady_spans * p95 * rate), 2 * len(work)), srch.max_probe_tasks)
-                work = repeated(tasks, m)
+                work = _longer(tasks, len(work), p95, rate, srch)
                 rows = _run(work, sc, protocol, rate, strong, weak)
                 p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
             good = p95 <= srch.latency_p95_s
@@ -197,6 +196,12 @@ def judgeable(n_tasks: int, p95_s: float, srch: Search) -> float:
     state. A cell that meets the target at the highest such rate is reported there, as a lower
     bound on what it sustains (more tasks raise it)."""
     return n_tasks / (srch.steady_spans * max(p95_s, 1e-9))
+
+
+def _longer(tasks, n: int, p95_s: float, rate: float, srch: Search) -> list:
+    """The tasks repeated for a run that a run of ``n`` found too short to judge ``rate``: 20%
+    past what its p95 says it needs, at least twice as long, at most ``max_probe_tasks``."""
+    return repeated(tasks, min(max(math.ceil(1.2 * srch.steady_spans * p95_s * rate), 2 * n), srch.max_probe_tasks))
 
 
 def search_cell(tasks, sc: Scenario, protocol: str, srch: Search = Search()) -> Cell:
@@ -273,13 +278,13 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
     s_sim = cell.strong or AMPLE
     w_sim = _weak_per_cell(cell, rate) or AMPLE
     work = tasks
-    while True:  # as a probe: arrivals must span steady_spans of the p95, repeating the tasks
+    while True:  # judged as a probe is (judgeable), its tasks repeated as a probe's are
         rows = _run(work, sc, cell.protocol, rate, s_sim, w_sim)
         p50, p95, mean = latency_percentiles(rows, srch.warmup, srch.cooldown)
-        if len(work) / rate >= srch.steady_spans * p95 or len(work) >= srch.max_probe_tasks:
+        steady = rate <= judgeable(len(work), p95, srch)
+        if steady or len(work) >= srch.max_probe_tasks:
             break
-        work = repeated(tasks, min(max(math.ceil(1.2 * srch.steady_spans * p95 * rate), 2 * len(work)),
-                                   srch.max_probe_tasks))
+        work = _longer(tasks, len(work), p95, rate, srch)
     r0 = rows[0]
     in_flight = rate * mean  # Little's law over the steady part, per cell
     return {
@@ -296,7 +301,7 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
         "api_cost_per_task_usd": float(np.mean([r.get("api_cost_usd", 0.0) for r in rows])),
         "simulated": {"cells": n, "task_rate_per_cell": rate, "strong_replicas": cell.strong,
                       "weak_replicas": w_sim if cell.weak else 0, "tasks": len(work),
-                      "steady": len(work) / rate >= srch.steady_spans * p95},
+                      "steady": steady},
     }
 
 
