@@ -117,10 +117,9 @@ def plan(
     res["tasks"] = len(work)
     res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"
     if base.api:
-        from costsim.profiles import load_api
-        from costsim.sim.api import speeds
+        from costsim.sim.api import endpoint, speeds
 
-        a = load_api(base.api)
+        a = endpoint(base)
         (ttft, ttft_from), (tps, tps_from) = speeds(base, a)
         res["api"] = {"name": a.name, "input_per_mtok_usd": a.price_input_per_mtok_usd,
                       "cached_input_per_mtok_usd": a.price_cached_input_per_mtok_usd,

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import roofline
-from .config import EDGE_CLOUD, ON_API
+from .config import ON_API
 from .memory import kv_pool_bytes, max_sequences
-from .sim.api import edge_deployment
+from .sim.api import edge_deployment, endpoint
 from .sim.run import Scenario, simulate
 from .traces.stats import step_shape
 
@@ -428,14 +428,14 @@ def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
 
 
 def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
-    local = [n for n in protocols if n not in ON_API] or not protocols
+    local = [n for n in protocols if n not in ON_API]
     on_api = [n for n in protocols if n in ON_API]
     return [
         f"workload: {len(tasks)} tasks, p_u = {sc.p:g}" + (f" ({sc.p_dist})" if sc.p_dist else "")
         + f", K = {sc.K}, rho = {sc.rho:g}, verdict {sc.verdict_tokens} tokens, seed {sc.seed}",
         *([f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}"
-           + (f" ({', '.join(local)})" if on_api else "")] if local else []),
-        *([f"{', '.join(on_api)}: the strong model behind the API {sc.api or EDGE_CLOUD.api} (no strong replicas); weak: "
+           + (f" ({', '.join(local)})" if on_api else "")] if local or not on_api else []),
+        *([f"{', '.join(on_api)}: the strong model behind the API {endpoint(sc).name} (no strong replicas); weak: "
            f"{edge_deployment(sc).describe()}"] if on_api else []),
         "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
         f"continuously (token budget {sc.token_budget}, at most {sc.max_seqs} sequences)",

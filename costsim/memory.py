@@ -14,6 +14,7 @@ All sizes are bytes (10^9 bytes a GB). A GPU's memory is what its driver reports
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .profiles import Deployment, Device, Engine, ModelSpec, load_engine, weight_bytes
 
@@ -126,8 +127,6 @@ def require_fits(dep: Deployment, batch: float = 1, context: float = 0.0) -> Non
 def devices_for_batch(dep: Deployment, batch: float, context: float, max_devices: int = 1024) -> int | None:
     """The fewest devices, ``dep``'s count doubled as often as needed, whose KV pool holds
     ``batch`` sequences of ``context`` tokens beside the weights (None: none up to ``max_devices``)."""
-    from dataclasses import replace
-
     n = dep.n_devices
     while n <= max_devices:
         d = replace(dep, n_devices=n)

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from . import roofline
-from .capacity import usd_per_1k_tasks
 from .config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
@@ -339,6 +338,8 @@ class Screen:
         out.feasible = True
         out.strong_replicas, out.weak_replicas = reps.get("strong", 0), reps.get("weak", 0)
         out.gpus = sum(reps[k] * gpu[k] for k in reps)
+        from .capacity import usd_per_1k_tasks  # not at import: the screen's workers need no simulator
+
         out.cost_per_1k = usd_per_1k_tasks(usd_h, rate, self.api_cost)
         out.p95_s = p95
         out.strong_batch, out.weak_batch = batches.get("strong"), batches.get("weak")
@@ -555,7 +556,7 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     target, each pool grows by a tenth (at least one replica), at most ``grow`` times. Returns
     the replicas it confirms, their p95 and cost; ``steady`` is False where capacity's longest
     probe, ``Search.max_probe_tasks`` tasks, arrives in less than that span."""
-    from .capacity import Search, _run, latency_percentiles, repeated
+    from .capacity import Search, _run, latency_percentiles, repeated, usd_per_1k_tasks
 
     c, spans = s.config, Search().steady_spans
     n = max(len(tasks), min(math.ceil(spans * target_s * task_rate), Search().max_probe_tasks))

@@ -66,6 +66,13 @@ def edge_deployment(sc):
     return replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
 
 
+def endpoint(sc):
+    """The API profile the scenario's strong model is behind (--api, else the default)."""
+    from ..profiles import load_api
+
+    return load_api(sc.api or EDGE_CLOUD.api)
+
+
 def speeds(sc, ep) -> tuple[tuple[float, str], tuple[float, str]]:
     """``((TTFT s, where from), (output tokens/s, where from))`` the scenario's API calls take:
     the scenario's own (--api-ttft, --api-tps), else the profile's, else costsim's assumption."""
@@ -82,9 +89,7 @@ def speeds(sc, ep) -> tuple[tuple[float, str], tuple[float, str]]:
 
 def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
-    from ..profiles import load_api
-
-    ep = load_api(sc.api or EDGE_CLOUD.api)
+    ep = endpoint(sc)
     (ttft, _), (tps, _) = speeds(sc, ep)
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
