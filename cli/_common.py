@@ -273,9 +273,9 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ()) -> None:
-    """Write ``data`` to ``path`` atomically (:func:`costsim.resources.write_atomic`); refuse to
+    """Write ``data`` to ``path`` atomically (:func:`costsim.files.write_atomic`); refuse to
     overwrite an input."""
-    from costsim.resources import write_atomic
+    from costsim.files import write_atomic
 
     write_atomic(check_output(path, inputs), data)
 

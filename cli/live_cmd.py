@@ -42,10 +42,10 @@ _SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "
 
 
 def _workload(o: dict):
-    from costsim.live.plan import workload
+    from costsim.live.probes import call_shapes
 
     with user_errors(ValueError):
-        return workload(o["local"], **{k: o[k] for k in _SHAPES})
+        return call_shapes(o["local"], **{k: o[k] for k in _SHAPES})
 
 
 @contextmanager
@@ -63,11 +63,11 @@ def _endpoints(o: dict):
 
 def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
                      probes_path, resume, local, label="calibrating"):
-    from costsim.live.calibrate import CalibrationRunError, run_plan
+    from costsim.live.calibrate import CalibrationRunError, run_calibration
 
     bar = Progress(label)
     try:
-        return run_plan(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
+        return run_calibration(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
                         max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
                         probes_path=probes_path, resume=resume, progress=bar.update, local=local)
     except (CalibrationRunError, ValueError) as e:
@@ -86,7 +86,7 @@ def calibrate(
     **o,
 ):
     """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
-    from costsim.calibration import to_toml
+    from costsim.live.calibrate import calibration_file
 
     for flag, v in (("--max-prompt-tokens", max_prompt_tokens), ("--max-output-tokens", max_output_tokens)):
         if v is not None and v < 1:
@@ -98,7 +98,7 @@ def calibrate(
                                output + ".probes.json", resume, o["local"])
     src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
            f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
-    atomic_write(output, to_toml(res, src), inputs=inputs)
+    atomic_write(output, calibration_file(res, src), inputs=inputs)
     typer.echo(dumps(_calib_json(res, output)) if o["json_out"] else render_calibration(res, output))
 
 
@@ -170,7 +170,9 @@ def validate(
     **o,
 ):
     """Run SpecAgent for real (weak drafts, strong reviews) and Strong-only; measured vs predicted L."""
-    from costsim.calibration import CalibrationError, ratios_for, to_toml
+    from costsim.calibration import CalibrationError
+    from costsim.live.calibrate import calibration_file
+    from costsim.live.fit import ratios_for
     from costsim.live.client import EndpointError
     from costsim.live.validate import run_validation
 
@@ -202,7 +204,7 @@ def validate(
                                    label="calibrating (same run)")
             ratios, src = res["ratios"]["time"], "a calibration in this run"
             if save_calibration:
-                atomic_write(save_calibration, to_toml(res, f"costsim validate (its own calibration, {we.url}, {se.url})"),
+                atomic_write(save_calibration, calibration_file(res, f"costsim validate (its own calibration, {we.url}, {se.url})"),
                              inputs=inputs)
                 src = f"a calibration in this run, saved to {save_calibration}"
         bar = Progress("validating")

@@ -12,6 +12,7 @@ from typing import List, Optional
 import typer
 
 from costsim.config import WORKLOAD
+from costsim.traces.importers import IMPORTERS
 
 from ._common import UserError, atomic_write, check_output, dumps, user_errors
 
@@ -24,119 +25,66 @@ traces_app.add_typer(import_app, name="import")
 _KINDS = ("read", "write", "respond", "final")
 
 
-def _tool_kinds(paths):
-    from costsim.traces.tools import load_tool_kinds
+def _import(fmt: str, files, out: str, tools, strict: bool):
+    """Import ``files`` with ``fmt``'s importer, write the JSONL atomically (never over an
+    input), and say what was made."""
+    from costsim.api import import_trace
 
-    out = {}
-    for p in paths or ():
-        out.update(load_tool_kinds(p))
-    return out
-
-
-def _import(fn, importer: str, files, out: str, tools, strict: bool, many: bool = False):
-    """Run importer ``fn`` on ``files`` (all of them with ``many``, else the one) and finish."""
-    from costsim.traces import TraceError
-
+    files = list(files)
     out = check_output(out, inputs=(*files, *(tools or ())))
-    with user_errors(TraceError):
-        result = fn(list(files) if many else files[0], tool_kinds=_tool_kinds(tools), strict=strict)
-    _finish_import(result, files[0], out, importer, tools, inputs=tuple(files))
-
-
-def _finish_import(result, src: Path, out: Path, importer: str, tools, inputs: tuple = ()):
-    """Report warnings, write the JSONL atomically (never over an input), print a summary."""
-    from costsim.traces import TraceError, dumps_jsonl
-    from costsim.traces.convert import CHARS_PER_TOKEN
-
-    for w in result.warnings:
+    with user_errors(ValueError):
+        res = import_trace(fmt, files, tools=tools, strict=strict)
+    for w in res.result.warnings:
         print(f"costsim: warning: {w}", file=sys.stderr)
-    if not result.tasks:
-        raise UserError(f"{src}: no task could be imported ({result.records} records read)")
-    defaulted = dict(sorted(result.defaulted_tools.items()))
-    header = {
-        "source": src.name,
-        "importer": importer,
-        "tool_kinds": " + ".join((["tau2 built-in table"] if importer == "tau2" else [])
-                                 + [Path(t).name for t in tools or ()]) or "none: every tool a write",
-        "tools_defaulted_to_write": defaulted,
-        "token_estimate": f"ceil(chars/{CHARS_PER_TOKEN}) where the log has no count "
-                          "(see Step.estimated_fields)",
-        **{k: v for k, v in result.notes.items() if v not in ("", None)},
-    }
-    with user_errors(TraceError):
-        text = dumps_jsonl(result.tasks, **header)
-    atomic_write(out, text, inputs=(src, *inputs, *(tools or ())))
+    if not res.result.tasks:
+        raise UserError(f"{files[0]}: no task could be imported ({res.result.records} records read)")
+    with user_errors(ValueError):
+        text = res.jsonl()
+    atomic_write(out, text, inputs=(*files, *(tools or ())))
+    print(_import_summary(res, files[0], out))
+
+
+def _import_summary(res, src, out) -> str:
+    result = res.result
     kinds = result.steps_by_kind()
-    steps = sum(kinds.values())
-    print(f"{src} -> {out}: {len(result.tasks)} tasks of {result.records} records, {steps} steps "
-          f"({', '.join(f'{k} {kinds[k]}' for k in _KINDS)})")
+    lines = [f"{src} -> {out}: {len(result.tasks)} tasks of {result.records} records, {sum(kinds.values())} steps "
+             f"({', '.join(f'{k} {kinds[k]}' for k in _KINDS)})"]
+    defaulted = dict(sorted(result.defaulted_tools.items()))
     n_def = sum(defaulted.values())
     if n_def:
         names = ", ".join(f"{k} ({v})" for k, v in defaulted.items())
-        print(f"  {n_def} tool-call steps of {len(defaulted)} unknown tools defaulted to write (held): {names}")
+        lines.append(f"  {n_def} tool-call steps of {len(defaulted)} unknown tools defaulted to write (held): {names}")
     else:
-        print("  every tool found in the tool table (none defaulted to write)")
+        lines.append("  every tool found in the tool table (none defaulted to write)")
     left = {k: v for k, v in result.notes.items() if isinstance(v, int) and v}
     if left:
-        print("  left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
+        lines.append("  left out: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items()))
     est = result.estimated_share()
     if est:
-        print(f"  estimated ({_ESTIMATES.get(importer, _ESTIMATES[''])}): "
-              + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
+        lines.append(f"  estimated ({res.importer.estimates}): " + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
     if result.warnings:
-        print(f"  {len(result.warnings)} warning(s) above: records skipped or repaired (--strict makes them fatal)")
+        lines.append(f"  {len(result.warnings)} warning(s) above: records skipped or repaired (--strict makes them fatal)")
+    return "\n".join(lines)
 
 
-#: How each importer estimates what its input does not count.
-_ESTIMATES = {
-    "": "tokens: ceil(chars/4) of the text; durations: from message timestamps",
-    "otel": "tokens: ceil(chars/4) of recorded messages where usage is missing; observations: what the next "
-            "call's input grew by; durations: a call's span shared among its tool calls",
-}
+def _import_command(fmt: str, imp):
+    """`costsim traces import FMT`, from its importer's record (costsim.traces.importers)."""
+    many = imp.many
 
-
-#: The importers: format -> (module and function, its description, the input's help, --tools'
-#: help, --strict's help, whether it takes several files).
-_IMPORTERS = {
-    "tau2": ("tau2.import_tau2", "Import a tau²-Bench results file.",
-             "tau²-Bench results JSON (Results object or list of simulations).",
-             "Tool kinds: TOML name = \"read\"|\"write\", or an MCP tools/list JSON (readOnlyHint). Repeatable; "
-             "later files win; overrides the built-in tau² table.",
-             "Any malformed simulation is fatal (default: skip it with a warning).", False),
-    "otel": ("otel.import_otel", "Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans).",
-             "OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON "
-             "document). A trace split across files is joined.",
-             "Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes.",
-             "Any malformed line, and any span whose parent is missing, is fatal.", True),
-    "openai": ("openai.import_openai", "Import an OpenAI-style chat-completions log.",
-               "Chat-completions log, JSONL (request/response pairs or whole conversations).",
-               "Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes.",
-               "Any malformed line is fatal (default: skip it with a warning).", False),
-}
-
-
-def _import_command(fmt: str):
-    """`costsim traces import FMT`, from its row of :data:`_IMPORTERS`."""
-    target, doc, files_help, tools_help, strict_help, many = _IMPORTERS[fmt]
-
-    def command(files=typer.Argument(..., help=files_help, metavar="FILE..." if many else "FILE"),
+    def command(files=typer.Argument(..., help=imp.files_help, metavar="FILE..." if many else "FILE"),
                 out: str = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
-                tools: Optional[List[Path]] = typer.Option(None, "--tools", help=tools_help),
-                strict: bool = typer.Option(False, "--strict", help=strict_help)):
-        import importlib
-
-        module, _, name = target.partition(".")
-        fn = getattr(importlib.import_module(f"costsim.traces.{module}"), name)
-        _import(fn, fmt, files if many else [files], out, tools, strict, many=many)
+                tools: Optional[List[Path]] = typer.Option(None, "--tools", help=imp.tools_help),
+                strict: bool = typer.Option(False, "--strict", help=imp.strict_help)):
+        _import(fmt, files if many else [files], out, tools, strict)
 
     command.__annotations__ = {"files": List[Path] if many else Path, "out": str, "tools": Optional[List[Path]],
                                "strict": bool}
-    command.__doc__, command.__name__ = doc, f"import_{fmt}_cmd"
+    command.__doc__, command.__name__ = imp.description, f"import_{fmt}_cmd"
     return command
 
 
-for _fmt in _IMPORTERS:
-    import_app.command(_fmt)(_import_command(_fmt))
+for _fmt, _imp in IMPORTERS.items():
+    import_app.command(_fmt)(_import_command(_fmt, _imp))
 
 
 def _n(x, fmt=",.0f"):

@@ -1,8 +1,8 @@
 """Calibration files: measured ratios (written by `costsim calibrate`) that replace defaults.
 
 This module is the one reader and writer of the format: :func:`load_calibration`,
-:func:`endpoint_fits` (for the simulator), :func:`fits_from_calibration` and :func:`ratios_for`
-(for live runs), :func:`to_toml`.
+:func:`endpoint_fits` (for the simulator), :func:`to_toml`; live runs read a file's fits through
+:func:`costsim.live.fit.fits_from_calibration` and :func:`costsim.live.fit.ratios_for`.
 
 Format (TOML)::
 
@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from .config import MAX_RATIO
-from .resources import read_text
+from .files import read_text
 
 RATIO_KEYS = ("kappa", "v_over_d", "rho")
 
@@ -124,16 +124,16 @@ def _table(name: str, d: dict) -> list[str]:
     return lines + [""]
 
 
-def to_toml(res: dict, source: str) -> str:
-    """The calibration file of a `costsim calibrate` result (:func:`costsim.live.calibrate.run_plan`)."""
-    from .live.client import public_url
-
+def to_toml(res: dict, source: str, urls: dict) -> str:
+    """The calibration file of a `costsim calibrate` result (:func:`costsim.live.calibrate.run_plan`);
+    ``urls``: the endpoints' URLs as the file may show them (no credentials:
+    :func:`costsim.live.calibrate.calibration_file` gives their public forms)."""
     fits, rat, w = res["fits"], res["ratios"], res["workload"]
     out = ["# Written by `costsim calibrate`. [ratios] are in time (what the wall-time ratio L needs);",
            "# [ratios_passes] are the paper's pass counting. API keys are never written here.", ""]
     out += _table("calibration", {
         "source": source, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "currency": "time", "weak_url": public_url(res["urls"]["weak"]), "strong_url": public_url(res["urls"]["strong"]),
+        "currency": "time", "weak_url": urls["weak"], "strong_url": urls["strong"],
         "weak_model": res["models"]["weak"], "strong_model": res["models"]["strong"],
         "weak_api_key_env": res["api_key_env"]["weak"], "strong_api_key_env": res["api_key_env"]["strong"],
         "probes": res["n_probes"],
@@ -153,36 +153,3 @@ def to_toml(res: dict, source: str) -> str:
     if res["warnings"]:
         out += ["# warnings:"] + [f"#   {x}" for x in res["warnings"]]
     return "\n".join(out) + "\n"
-
-
-def fits_from_calibration(raw: dict):
-    """Rebuild the two endpoint fits (point values only) from a calibration file's tables."""
-    import numpy as np
-
-    from .live import fit as _fit
-
-    out = {}
-    for role in ("weak", "strong"):
-        t = raw.get(role)
-        if not isinstance(t, dict) or not all(isinstance(t.get(k), (int, float)) for k in _fit.PARAMS):
-            return None
-        out[role] = _fit.EndpointFit(*(float(t[k]) for k in _fit.PARAMS), ci95={}, cov=np.zeros((3, 3)), dof=0,
-                                     n_shapes=int(t.get("n_shapes", 0)), n_probes=int(t.get("n_probes", 0)),
-                                     r2=float(t.get("r2", math.nan)), max_rel_residual=float(t.get("max_rel_residual", math.nan)))
-    return out
-
-
-def ratios_for(path: str, workload) -> tuple[dict, str]:
-    """``(kappa, v/d, rho; where from)`` for a live workload: from the file's endpoint fits,
-    else its [ratios]. CalibrationError for a file that has neither."""
-    from .live.fit import derive_ratios
-
-    cal = load_calibration(path)
-    fits = fits_from_calibration(cal.raw)
-    if fits:
-        endpoint_fits(cal)  # the same checks as the simulator's: finite, per-token times > 0
-        return derive_ratios(fits["weak"], fits["strong"], workload, draws=10)["time"], f"{path} (endpoint fits)"
-    missing = [k for k in RATIO_KEYS if k not in cal.ratios]
-    if missing:
-        raise CalibrationError(f"{path}: [ratios] lacks {', '.join(missing)} and the file has no endpoint fits")
-    return dict(cal.ratios), f"{path} ([ratios])"

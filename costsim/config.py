@@ -123,7 +123,7 @@ class PlanSearch:
 
 PLAN_SEARCH = PlanSearch()
 #: The protocols billed by an API, each with the API-only baseline that is added to its runs
-#: and that its API ratios are taken against (costsim.sim.metrics.API_RATIOS).
+#: and that its API ratios are taken against (costsim.metrics.API_RATIOS).
 API_BILLED = {"edge-cloud": "cloud-strong-only"}
 #: Every protocol that runs on the API backend (strong: the API; weak: the edge device).
 ON_API = (*API_BILLED, *API_BILLED.values())
@@ -138,6 +138,13 @@ MAX_SECONDS, MAX_TOKENS = 1e6, 10**9
 MAX_RATIO, MAX_STEPS = 1000.0, 1e6
 #: The most tokens one call may prefill or decode in a scenario (a step, an observation, a verdict).
 MAX_CALL_TOKENS = 1e6
+
+
+def check_scale(scale: float, name: str = "a step scale") -> float:
+    """A step scale (decoded tokens per recorded token), refused unless in (0, MAX_RATIO]."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= MAX_RATIO:
+        raise ValueError(f"{name} must be a number in (0, {MAX_RATIO:g}] (decoded tokens per recorded step token), got {scale!r}")
+    return scale
 
 
 # --- each protocol's options ------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import formulas
 from .config import WORKLOAD
-from .resources import data_dir
+from .files import data_dir
 
 #: The setting of the paper's tau² comparisons as costsim replays them: p_u (not published:
 #: the traces carry no verdicts) and K (the paper's).

@@ -27,7 +27,7 @@ from . import roofline
 from .config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
 from .memory import devices_to_hold, max_sequences
 from .profiles import Deployment, load_device
-from .resources import code_digest, write_atomic
+from .files import code_digest, write_atomic
 from .traces.stats import step_shape
 
 #: GPUs a strong replica may span: one node's worth, tensor parallel in powers of two.
@@ -461,13 +461,13 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
             state.put("screen", (inputs[i], _apis(base, inputs[i][4])), screened)
 
     if scheduler or workers:
-        from .sweep import run_dask
+        from .distributed import run_dask
 
         def counted(i, screened):
             finish(i, screened)
             if progress:
                 progress(len(screened))
-        run_dask(todo, counted, scheduler, workers, fn=_screen_chunk)
+        run_dask(_screen_chunk, todo, counted, scheduler, workers)
     else:
         rows = Rows(tasks, base)  # one for every chunk: the pools' costs are shared
         for i, args in todo:

@@ -14,8 +14,7 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD
-from .protocols.schedule import check_scale
+from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD, check_scale
 from .memory import devices_for_batch, devices_to_hold, kv_pool_bytes, max_sequences, require_fits
 from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
 

@@ -15,13 +15,13 @@ import hashlib
 import io
 import itertools
 import json
-import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 from .config import setting_keys
-from .resources import code_digest, read_text, write_atomic
+from .distributed import run_dask
+from .files import code_digest, read_text, write_atomic
 
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
 
@@ -94,7 +94,7 @@ def _check_tasks(cell: dict, origin: str, read: set) -> None:
 def cell_id(cell: dict) -> str:
     """A stable hash of a cell's settings, of the contents of every file they name (a trace, a
     profile, a config.json, a calibration: changed, they invalidate the cells that used them) and
-    of costsim's code and data (:func:`costsim.resources.code_digest`: an upgrade does not reuse
+    of costsim's code and data (:func:`costsim.files.code_digest`: an upgrade does not reuse
     the cells of another)."""
     files = {}
     for key, v in cell.items():
@@ -142,7 +142,7 @@ def _flat(v):
 
 def run_cell(cell: dict) -> list[dict]:
     """The rows of one cell: its settings, ``cell``, and each protocol's summary metrics."""
-    from .sim.metrics import summarize
+    from .metrics import summarize
     from .sim.run import simulate
 
     sc = _scenario(cell)
@@ -238,7 +238,7 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
             for cid, c in todo:
                 finish(cid, run_cell(c))
         else:
-            run_dask(todo, finish, scheduler, workers, processes)
+            run_dask(run_cell, todo, finish, scheduler, workers, processes)
     order = kept + ids
     table = pd.concat([done[cid] for cid in order], ignore_index=True) if order else pd.DataFrame()
     _write_parquet(table, out)
@@ -250,44 +250,3 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
         pass
     return {"cells": len(ids), "computed": len(todo), "skipped": len(ids) - len(todo),
             "rows": len(table), "out": str(out)}
-
-
-#: How long to wait for a Dask scheduler to answer before giving up (Dask's own default is 30 s).
-SCHEDULER_TIMEOUT_S = 5.0
-
-
-def run_dask(todo, finish, scheduler=None, workers=None, processes=True, fn=None):
-    """Run ``fn(arg)`` (default :func:`run_cell`) for each ``(key, arg)`` of ``todo`` on Dask: the
-    cluster at ``scheduler``, or a local one of ``workers`` workers; ``finish(key, result)`` as
-    each finishes."""
-    fn = fn or run_cell
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError:  # pragma: no cover - dask is a dependency
-        raise ValueError("Dask is not installed: pip install 'dask[distributed]', or run with --serial") from None
-    import logging
-
-    # An interrupted or failed run must end in our one line, not in pages of the cluster's own
-    # shutdown warnings: its loggers say only what is an error.
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = None
-    if scheduler:
-        try:
-            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)
-        except (OSError, TimeoutError) as e:
-            raise ValueError(f"--scheduler {scheduler}: no scheduler answered within {SCHEDULER_TIMEOUT_S:g} s "
-                             f"({type(e).__name__})") from None
-    else:
-        n = workers or min(os.cpu_count() or 1, len(todo))
-        cluster = LocalCluster(n_workers=max(n, 1), threads_per_worker=1, processes=processes,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        futures = {client.submit(fn, c, key=f"costsim-{cid}", pure=False): cid for cid, c in todo}
-        for fut in as_completed(futures):
-            finish(futures[fut], fut.result())
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()

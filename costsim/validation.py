@@ -20,7 +20,7 @@ import numpy as np
 
 from . import serving
 from .profiles import DTYPE_BYTES, Deployment, Engine, ProfileError, load_device, load_engine, load_model
-from .resources import data_dir, read_text
+from .files import data_dir, read_text
 
 METRICS = {  # metric -> (unit, value of a ServingPoint in that unit)
     "tpot_ms": ("ms", lambda p: p.itl_s * 1e3),

@@ -120,7 +120,7 @@ def test_replay_shipped_trace_and_refuse_overwriting_it(capsys, tmp_path):
     assert so["strong_calls_per_task"]["mean"] == pytest.approx(621 / 50)  # one strong call per step
     assert spec["R"]["mean"] < 1 and spec["strong_calls_per_task"]["mean"] < so["strong_calls_per_task"]["mean"]
     # An output never replaces an input, even one that looks like a table.
-    from costsim.resources import data_dir
+    from costsim.files import data_dir
 
     src = tmp_path / "trace.csv"
     src.write_bytes((data_dir("traces") / "tau2-airline.jsonl").read_bytes())

@@ -153,7 +153,7 @@ def test_a_task_without_steps_is_left_out_of_a_replay(tmp_path, capsys):
 
 
 def test_count_intervals_do_not_go_below_zero():
-    from costsim.sim.metrics import mean_ci
+    from costsim.metrics import mean_ci
 
     ci = mean_ci([0, 0, 0, 0, 0, 0, 0, 9])["ci95"]
     assert ci[0] == 0.0 and ci[1] > 1.125

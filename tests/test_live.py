@@ -15,16 +15,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from costsim import formulas, resources
+from costsim import files, formulas
 from costsim.calibration import load_calibration
 from costsim.cli.main import main
-from costsim.live import metrics
-from costsim.calibration import fits_from_calibration, to_toml
+from costsim.live import prometheus as metrics
+from costsim.live.calibrate import calibration_file
+from costsim.live.fit import fits_from_calibration
 from costsim.live.calibrate import analyse
 from costsim.live.client import public_url
 from costsim.live.client import Endpoint, EndpointError
 from costsim.live.fit import FitError, derive_ratios, fit_endpoint
-from costsim.live.plan import LOCAL_WORKLOAD, Workload, make_plan
+from costsim.live.probes import LOCAL_SHAPES, CallShapes, make_probes
 from costsim.live.validate import StratifiedReviews, interleave, predicted, Tally
 
 # --- /metrics ----------------------------------------------------------------------------------
@@ -165,7 +166,7 @@ def test_fit_needs_shapes_that_separate_prefill_from_decode():
 
 
 def test_derived_ratios_are_the_step_verify_repair_times():
-    w = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
+    w = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
     fw, fs = fit_endpoint(_rows((0.004, 0.0002, 0.003), "weak")), fit_endpoint(_rows((0.01, 0.01, 0.045)))
     r = derive_ratios(fw, fs, w)
     Ts = 0.01 + 0.01 * 16 + 0.045 * 31
@@ -181,10 +182,10 @@ def test_derived_ratios_are_the_step_verify_repair_times():
 
 
 def test_plan_covers_the_workload_shapes_and_is_stable():
-    w = LOCAL_WORKLOAD
-    plan = make_plan(w, repeats=2, seed=3)
-    assert plan == make_plan(w, repeats=2, seed=3)
-    assert [p.id for p in plan] != [p.id for p in make_plan(w, repeats=2, seed=4)]
+    w = LOCAL_SHAPES
+    plan = make_probes(w, repeats=2, seed=3)
+    assert plan == make_probes(w, repeats=2, seed=3)
+    assert [p.id for p in plan] != [p.id for p in make_probes(w, repeats=2, seed=4)]
     shapes = {(p.role, p.kind, p.prompt_tokens, p.max_tokens) for p in plan}
     for role in ("weak", "strong"):
         assert (role, "verdict", w.chunk, w.verdict_tokens) in shapes
@@ -198,7 +199,7 @@ def test_plan_covers_the_workload_shapes_and_is_stable():
 @pytest.mark.parametrize("kw", [dict(step_tokens=0), dict(K=0), dict(chunk_tokens=0), dict(step_tokens=1.5)])
 def test_workload_rejects_bad_shapes(kw):
     with pytest.raises(ValueError, match="must be an integer"):
-        Workload(**kw)
+        CallShapes(**kw)
 
 
 # --- calibration files -------------------------------------------------------------------------
@@ -210,7 +211,7 @@ class _FakeEp:
 
 
 def _result():
-    w = LOCAL_WORKLOAD
+    w = LOCAL_SHAPES
     rows = _rows((0.004, 0.0002, 0.003), "weak") + _rows((0.01, 0.01, 0.045), "strong", noise=0.02)
     return analyse(rows, w, _FakeEp("http://user:secret@h:1", "w"), _FakeEp("http://h:2/v1", "s"),
                    {"weak": True, "strong": True}, {}, False)
@@ -219,7 +220,7 @@ def _result():
 def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     res = _result()
     path = tmp_path / "calib.toml"
-    path.write_text(to_toml(res, "test"))
+    path.write_text(calibration_file(res, "test"))
     text = path.read_text()
     assert "secret" not in text and "MY_KEY_VAR" in text  # the variable's name, never a key
     cal = load_calibration(str(path))
@@ -232,7 +233,7 @@ def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     assert out["kappa"] == pytest.approx(cal.ratios["kappa"])
     assert out["sources"]["kappa"].startswith("calibration")
     # In text, measured ratios are not called weight passes, and a workload unlike the
-    # calibration's (its steps of LOCAL_WORKLOAD's size against predict's 340) is pointed out.
+    # calibration's (its steps of LOCAL_SHAPES's size against predict's 340) is pointed out.
     assert main(["predict", "--p-accept", "0.8", "--K", "6", "--calibration", str(path)]) == 0
     text = capsys.readouterr().out
     assert "Calibrated (the paper's formulas; measured time ratios: v/d, rho, kappa)" in text
@@ -265,7 +266,7 @@ def test_stratified_reviews_follow_the_geometric_law(p):
 
 
 def test_predictions_come_from_the_formulas():
-    w, r = LOCAL_WORKLOAD, {"kappa": 0.07, "v_over_d": 1.9, "rho": 0.9}
+    w, r = LOCAL_SHAPES, {"kappa": 0.07, "v_over_d": 1.9, "rho": 0.9}
     out = predicted(0.8, w, r)
     assert out["L_predicted"] == pytest.approx(float(formulas.L(0.8, 6, 1.9, 0.9, 0.07)))
     assert out["strong_tokens_ratio_predicted"] == pytest.approx(float(formulas.R(0.8, 6, 8 / 32, 1.0)))
@@ -305,7 +306,7 @@ def test_validation_runs_the_simulators_schedules_with_these_shapes(p):
     from costsim.live.validate import drive, workload_task
     from costsim.protocols import specagent, strong_only
 
-    w = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=3)
+    w = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=3)
     task, log = workload_task(w, 6), []
     eps = {r: _Recorder(log, r) for r in ("weak", "strong")}
     so, sa = Tally(), Tally()
@@ -553,7 +554,7 @@ def test_stream_without_usage_is_an_error(scripted):
 @pytest.mark.parametrize("cmd", [["calibrate"], ["validate", "--p-accept", "0.8", "--calibration", "{cal}"]])
 def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
     cal = tmp_path / "c.toml"
-    cal.write_text(to_toml(_result(), "test"))
+    cal.write_text(calibration_file(_result(), "test"))
     url = f"http://127.0.0.1:{_closed_port()}"
     argv = [c.replace("{cal}", str(cal)) for c in cmd] + ["--weak", url, "--strong", url, "--retries", "1",
                                                            "-o" if cmd[0] == "calibrate" else "--seed",
@@ -591,7 +592,7 @@ def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypat
                                  ["calibrate", "-o", "{out}"]])
 def test_cli_a_calibration_is_never_written_over_its_trace_nor_its_probes_onto_a_folder(cmd, tmp_path, capsys):
     trace = tmp_path / "mine.jsonl"
-    trace.write_bytes((resources.data_dir("traces") / "tau2-airline.jsonl").read_bytes())
+    trace.write_bytes((files.data_dir("traces") / "tau2-airline.jsonl").read_bytes())
     before = trace.read_bytes()
     out = tmp_path / "c.toml"
     (tmp_path / "c.toml.probes.json").mkdir()
@@ -607,7 +608,7 @@ def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsy
     res = _result()
     res["fits"]["weak"] = replace(res["fits"]["weak"], prefill_s_per_token=-0.001)
     cal = tmp_path / "neg.toml"
-    cal.write_text(to_toml(res, "test"))
+    cal.write_text(calibration_file(res, "test"))
     assert main(["validate", "-p", "0.8", "--weak", "a", "--strong", "b", "--calibration", str(cal)]) == 2
     err = capsys.readouterr().err
     assert "[weak] per-token times must be > 0" in err and err.count("\n") == 1
@@ -616,17 +617,17 @@ def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsy
 def test_workload_from_a_trace_takes_its_medians_and_flags_win():
     import statistics
 
-    from costsim.live.plan import workload
+    from costsim.live.probes import call_shapes
     from costsim.traces import load
 
     steps = [s for t in load("tau2-airline").tasks for s in t.steps]
-    w = workload(trace="tau2-airline")
+    w = call_shapes(trace="tau2-airline")
     assert w.step_tokens == round(statistics.median(s.output_tokens for s in steps))
     assert w.obs_tokens == round(statistics.median(s.observation_tokens for s in steps))
-    assert workload(False, 6, 50, trace="tau2-airline").step_tokens == 50
-    assert workload(True) == LOCAL_WORKLOAD
+    assert call_shapes(False, 6, 50, trace="tau2-airline").step_tokens == 50
+    assert call_shapes(True) == LOCAL_SHAPES
     with pytest.raises(ValueError, match="no such file|No such file"):
-        workload(trace="/nonexistent/trace.jsonl")
+        call_shapes(trace="/nonexistent/trace.jsonl")
 
 
 # --- secrets never echoed ------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def _cli(*args):
 
 
 def test_vllm_metric_names_calibration_and_validation(vllm_url, tmp_path):
-    from costsim.live import metrics
+    from costsim.live import prometheus as metrics
     from costsim.live.client import Endpoint
 
     ep = Endpoint(vllm_url)

@@ -319,7 +319,7 @@ def test_plan_state_counts_an_api_profile_file_by_what_is_in_it(tmp_path):
     import re
 
     from costsim.profiles import load_model
-    from costsim.resources import data_dir
+    from costsim.files import data_dir
 
     api = tmp_path / "my-api.toml"
     text = (data_dir("hardware") / "api" / "qwen3.5-397b-a17b.toml").read_text()

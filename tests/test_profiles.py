@@ -149,7 +149,7 @@ def test_a_config_json_the_model_cannot_read_is_refused_naming_the_file(hf_confi
 def test_a_bare_toml_date_in_a_profile_is_read_as_its_iso_text(tmp_path):
     from pathlib import Path
 
-    from costsim.resources import data_dir
+    from costsim.files import data_dir
 
     src = next(p for p in data_dir("hardware").joinpath("api").iterdir() if p.name.endswith(".toml"))
     text = re.sub(r'^date = ".*"$', "date = 2026-08-01", src.read_text(), flags=re.M)

@@ -184,7 +184,7 @@ def test_a_task_driven_from_a_shared_wake_up_runs_no_call_at_once():
     # processes takes the event road (wakes_alone is False) until its first wait of its own.
     from costsim.predict import deployments
     from costsim.protocols import strong_only
-    from costsim.sim.acceptance import Bernoulli
+    from costsim.acceptance import Bernoulli
     from costsim.sim.agent import TaskRun
 
     strong, weak = deployments()

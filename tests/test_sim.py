@@ -94,7 +94,7 @@ def test_same_seed_same_numbers_different_seed_different():
 
 
 def test_acceptance_processes_have_the_stated_means():
-    from costsim.sim.acceptance import Markov, parse_p_dist
+    from costsim.acceptance import Markov, parse_p_dist
 
     rng = np.random.default_rng(0)
     steps = [None] * 10

@@ -158,7 +158,7 @@ def test_sweep_command(grid, tmp_path):
 def test_a_dead_scheduler_and_a_fractional_K_are_one_line_errors(tmp_path, monkeypatch, capsys):
     import time as _time
 
-    from costsim import sweep as sw
+    from costsim import distributed
     from costsim.cli.main import main
 
     grid = tmp_path / "g.toml"
@@ -166,7 +166,7 @@ def test_a_dead_scheduler_and_a_fractional_K_are_one_line_errors(tmp_path, monke
     assert main(["sweep", str(grid), "-o", str(tmp_path / "a.parquet"), "--serial", "-q"]) == 2
     assert "--K must be an integer in [1, 1024], got 4.5" in capsys.readouterr().err
     grid.write_text(grid.read_text().replace("4.5", "6"))
-    monkeypatch.setattr(sw, "SCHEDULER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(distributed, "SCHEDULER_TIMEOUT_S", 1.0)
     t = _time.perf_counter()
     code = main(["sweep", str(grid), "-o", str(tmp_path / "b.parquet"), "--scheduler", "tcp://127.0.0.1:1", "-q"])
     err = capsys.readouterr().err

@@ -1,1 +1,1 @@
-"""Shipped data (hardware and model profiles, traces), found through `costsim.resources`."""
+"""Shipped data (hardware and model profiles, traces), found through `costsim.files`."""

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..resources import write_atomic
+from ..files import write_atomic
 from . import draw, experiments
 
 

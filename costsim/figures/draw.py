@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..paper import TAU2_K, TAU2_P
-from ..resources import write_atomic
+from ..files import write_atomic
 from ..traces.stats import DEFAULT_CHUNKING
 from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, PASS_COUNTING_OBS, STEP_TOKENS, VD_PASSES, VERDICT_TOKENS
 

@@ -17,12 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fit as _fit
-from . import metrics as _metrics
-from .client import Endpoint, EndpointError
-from ..resources import write_atomic
-from .plan import Probe, Workload, make_plan
+from . import prometheus
+from .client import Endpoint, EndpointError, public_url
+from ..calibration import to_toml
+from ..files import write_atomic
+from .probes import CallShapes, Probe, make_probes
 
 PROBES_VERSION = 1
+
+
+
+def calibration_file(res: dict, source: str) -> str:
+    """The calibration file (TOML) of a run's result, its endpoints' URLs without credentials."""
+    return to_toml(res, source, {role: public_url(url) for role, url in res["urls"].items()})
 
 
 class CalibrationRunError(RuntimeError):
@@ -62,7 +69,7 @@ def warm_up(ep: Endpoint, rng: random.Random, calls: int = 2) -> bool:
     return forced
 
 
-def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0, allow_cache=False,
+def run_calibration(weak: Endpoint, strong: Endpoint, w: CallShapes, *, repeats=3, seed=0, allow_cache=False,
              max_prompt_tokens=None, max_output_tokens=None, probes_path=None, resume=False,
              progress=None, local=False) -> dict:
     """Measure, fit and derive. Returns the result dict that :func:`to_toml` writes.
@@ -72,7 +79,7 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
     ``local``: the endpoints are local servers started for this run, known by their models (their
     ports change from run to run), not by their URLs, when probes are resumed.
     """
-    plan = make_plan(w, repeats=repeats, seed=seed, max_prompt_tokens=max_prompt_tokens,
+    plan = make_probes(w, repeats=repeats, seed=seed, max_prompt_tokens=max_prompt_tokens,
                      max_output_tokens=max_output_tokens)
     eps = {"weak": weak, "strong": strong}
     try:
@@ -104,8 +111,8 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
         cross-check with them is optional, the probes are not lost for it."""
         try:
             txt = ep.metrics_text()
-            return _metrics.parse(txt) if txt else None
-        except (EndpointError, _metrics.MetricsError) as e:
+            return prometheus.parse(txt) if txt else None
+        except (EndpointError, prometheus.MetricsError) as e:
             notes.append(f"{ep.url}/metrics unreadable ({e}): no cross-check with the server's own timings")
             return None
 
@@ -130,7 +137,7 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
         server = {}
         for role, ep in eps.items():
             after = snapshot(ep) if snap_before[role] is not None else None
-            server[role] = (_metrics.server_timing(snap_before[role], after, requests=calls[role])
+            server[role] = (prometheus.server_timing(snap_before[role], after, requests=calls[role])
                             if after is not None else None)
     except EndpointError as e:
         where = ""
@@ -146,7 +153,7 @@ def run_plan(weak: Endpoint, strong: Endpoint, w: Workload, *, repeats=3, seed=0
 FIT_WARN_R2, FIT_WARN_RESIDUAL = 0.9, 0.5
 
 
-def analyse(rows, w: Workload, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool,
+def analyse(rows, w: CallShapes, weak: Endpoint, strong: Endpoint, forced: dict, server: dict, allow_cache: bool,
             notes=()) -> dict:
     fits = {}
     for role in ("weak", "strong"):

@@ -9,7 +9,7 @@ The fit is weighted least squares (weights 1/t²: noise is relative) on the *med
 probed shape (timing on shared machines is noisy and skewed: medians of repeated probes are
 robust), with 95% intervals from the t distribution on the residual variance.
 
-From the two fits and the user's shapes (see :class:`costsim.live.plan.Workload`):
+From the two fits and the user's shapes (see :class:`costsim.live.probes.CallShapes`):
 
 - strong step  T_s = t_strong(o, d), weak step T_w = t_weak(o, d)   (an observation in, a step out)
 - verification T_v = t_strong(chunk, verdict)                       (the chunk in, a verdict out)
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import formulas
+from ..calibration import RATIO_KEYS, CalibrationError, endpoint_fits, load_calibration
 
 PARAMS = ("overhead_s", "prefill_s_per_token", "decode_s_per_token")
 
@@ -172,3 +173,33 @@ def direct_ratios(rows: list[dict], w) -> dict:
 
     ss, ws, sv = med("strong", "step"), med("weak", "step"), med("strong", "verdict")
     return {"kappa": ws / ss, "v_over_d_no_repair": sv / ss}
+
+
+# --- a calibration file's fits, for live runs ---------------------------------------------------
+
+
+def fits_from_calibration(raw: dict):
+    """Rebuild the two endpoint fits (point values only) from a calibration file's tables."""
+    out = {}
+    for role in ("weak", "strong"):
+        t = raw.get(role)
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), (int, float)) for k in PARAMS):
+            return None
+        out[role] = EndpointFit(*(float(t[k]) for k in PARAMS), ci95={}, cov=np.zeros((3, 3)), dof=0,
+                                     n_shapes=int(t.get("n_shapes", 0)), n_probes=int(t.get("n_probes", 0)),
+                                     r2=float(t.get("r2", math.nan)), max_rel_residual=float(t.get("max_rel_residual", math.nan)))
+    return out
+
+
+def ratios_for(path: str, workload) -> tuple[dict, str]:
+    """``(kappa, v/d, rho; where from)`` for a live workload: from the file's endpoint fits,
+    else its [ratios]. CalibrationError for a file that has neither."""
+    cal = load_calibration(path)
+    fits = fits_from_calibration(cal.raw)
+    if fits:
+        endpoint_fits(cal)  # the same checks as the simulator's: finite, per-token times > 0
+        return derive_ratios(fits["weak"], fits["strong"], workload, draws=10)["time"], f"{path} (endpoint fits)"
+    missing = [k for k in RATIO_KEYS if k not in cal.ratios]
+    if missing:
+        raise CalibrationError(f"{path}: [ratios] lacks {', '.join(missing)} and the file has no endpoint fits")
+    return dict(cal.ratios), f"{path} ([ratios])"

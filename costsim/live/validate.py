@@ -33,7 +33,7 @@ from ..protocols import specagent, strong_only
 from ..protocols.schedule import Boundary, Call, Count, Execute, Review
 from ..traces import Step, Task
 from .client import Endpoint
-from .plan import Workload
+from .probes import CallShapes
 
 
 class StratifiedReviews:
@@ -84,7 +84,7 @@ class Tally:
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
-def workload_task(w: Workload, steps: int) -> Task:
+def workload_task(w: CallShapes, steps: int) -> Task:
     """A task of ``steps`` read-only steps of the workload's shape (d out, o observed)."""
     st = Step("read", w.step_tokens, w.obs_tokens, tool="live_read", context_tokens=-1)
     return Task("live", (replace(st, context_tokens=w.obs_tokens),) + (st,) * (steps - 1))
@@ -136,7 +136,7 @@ def interleave(a, b, ta: Tally, tb: Tally):
             del live[key]
 
 
-def predicted(p: float, w: Workload, ratios: dict) -> dict:
+def predicted(p: float, w: CallShapes, ratios: dict) -> dict:
     """The closed-form predictions for this schedule (via :mod:`costsim.formulas`)."""
     K = w.K
     return {
@@ -150,7 +150,7 @@ def predicted(p: float, w: Workload, ratios: dict) -> dict:
     }
 
 
-def run_validation(weak: Endpoint, strong: Endpoint, w: Workload, p: float, ratios: dict, tasks: int,
+def run_validation(weak: Endpoint, strong: Endpoint, w: CallShapes, p: float, ratios: dict, tasks: int,
                    steps: int, seed: int = 0, progress=None) -> dict:
     """Run ``tasks`` tasks of ``steps`` committed steps under both protocols; compare with the model."""
     if not 0.0 <= p <= 1.0:

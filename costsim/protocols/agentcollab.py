@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import math
 
-from ..config import AgentCollabOptions as O, StepScales as S
-from .schedule import Call, check_scale, Count, Execute, process, Stall, step_decode
+from ..config import AgentCollabOptions as O, StepScales as S, check_scale
+from .schedule import Call, Count, Execute, process, Stall, step_decode
 
 
 #: The default no-progress rate per weak step, fitted to the paper (its source: costsim.config).

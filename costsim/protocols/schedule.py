@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config import MAX_RATIO
 
 
 class Call(NamedTuple):
@@ -79,13 +78,6 @@ def step_decode(step, scale: float) -> int:
     thinking model decodes more than the step it leaves in the history: scale > 1). The
     history keeps the recorded tokens."""
     return step.output_tokens if scale == 1.0 else int(round(scale * step.output_tokens))
-
-
-def check_scale(scale: float, name: str = "a step scale") -> float:
-    """A step scale (decoded tokens per recorded token), refused unless in (0, MAX_RATIO]."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= MAX_RATIO:
-        raise ValueError(f"{name} must be a number in (0, {MAX_RATIO:g}] (decoded tokens per recorded step token), got {scale!r}")
-    return scale
 
 
 def process(schedule):

@@ -22,9 +22,9 @@ replaced by the strong model's repair of position i.
 
 from __future__ import annotations
 
-from ..config import SpecAgentOptions as O, StepScales
+from ..config import SpecAgentOptions as O, StepScales, check_scale
 from ..traces.stats import check_chunking, chunk_end
-from .schedule import Boundary, Call, check_scale, Count, Execute, process, Redraw, Review, step_decode
+from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review, step_decode
 
 # Made once: the schedule runs once per simulated chunk.
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")

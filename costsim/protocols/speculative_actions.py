@@ -32,9 +32,9 @@ committed trajectory is the recorded one. Two places to speculate (``speculate``
 
 from __future__ import annotations
 
-from ..config import OPTIONS, SpeculativeActionsOptions as O, StepScales as S
+from ..config import OPTIONS, check_scale, SpeculativeActionsOptions as O, StepScales as S
 from ._rng import side_rng
-from .schedule import check_scale, step_decode
+from .schedule import step_decode
 
 #: Where speculation happens (the module docstring), and which background steps are kept.
 SPECULATE, ADOPT = OPTIONS["speculate"][1].metadata["choices"], OPTIONS["adopt"][1].metadata["choices"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..config import StepScales as S
-from .schedule import Call, check_scale, Count, Execute, process, step_decode
+from ..config import StepScales as S, check_scale
+from .schedule import Call, Count, Execute, process, step_decode
 
 _ONE_STEP = Count("committed_steps")  # made once: this loop runs once per simulated step
 

@@ -1,7 +1,7 @@
 """The SimPy engine: replicas with continuous batching, sessions running protocols, metrics."""
 
 from .agent import Latency, TaskRun
-from .metrics import summarize
+from ..metrics import summarize
 from .replica import Replica
 from .run import Scenario, simulate
 

@@ -11,23 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import MAX_SECONDS
+from ..metrics import EMPTY_ROW, MODEL_KEYS
 from ..protocols.schedule import Boundary, Call, Count, Execute, Redraw, Review, Stall
-
-COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
-#: Per-task counters of the protocols beyond the paper's (zero where a protocol has no such
-#: event): remote API use, escalations, speculation, verifier errors. See docs/protocols.md.
-EXTRA_COUNTERS = (
-    "api_cost_usd", "remote_calls", "remote_input_tokens", "remote_cached_tokens", "remote_output_tokens",
-    "escalations", "wasted_steps", "reflection_calls",
-    "spec_calls", "spec_hits", "spec_wasted_tools", "spec_wasted_strong_calls", "tool_s_saved", "spec_wait_s",
-    "false_accepts", "false_rejects", "irreversible_errors",
-)
-
-_KEYS = {who: tuple(f"{who}_{c}" for c in COUNTERS) for who in ("strong", "weak")}
-_ROW = {k: 0.0 for keys in _KEYS.values() for k in keys}  # a task's row before it starts
-_ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
-_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
-
 
 #: A lognormal latency's sigma is at most this (a spread of e^10, about 22,000x, per standard
 #: deviation); its median, like any latency, at most config.MAX_SECONDS.
@@ -98,7 +83,7 @@ class TaskRun:
         self.env, self.task, self.strong, self.weak = env, task, strong, weak
         self.acceptance, self.rng = acceptance, rng
         self.tool_latency, self.user_latency = tool_latency, user_latency
-        self.row = _ROW.copy()
+        self.row = EMPTY_ROW.copy()
         self.start = env.now
         self.answered_at = None  # when the task's answer was out, if background work outlives it
         # Whether the process that drives this task is resumed only by events it alone waits on
@@ -122,7 +107,7 @@ class TaskRun:
 
     def add(self, who: str, prefill_tokens, decode_tokens, hbm_bytes, flops, busy_s):
         """Add a call of the ``who`` model to the task's row, from its costs."""
-        row, (calls, pre, dec, hbm, fl, busy) = self.row, _KEYS[who]
+        row, (calls, pre, dec, hbm, fl, busy) = self.row, MODEL_KEYS[who]
         row[calls] += 1
         row[pre] += prefill_tokens
         row[dec] += decode_tokens

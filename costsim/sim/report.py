@@ -8,8 +8,8 @@ from .. import formulas, roofline
 from ..protocols import PROTOCOLS
 from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks, step_shape
 from . import twin
-from .acceptance import p_dist_parts, recorded_fallback, stationary_p
-from .metrics import summarize
+from ..acceptance import p_dist_parts, recorded_fallback, stationary_p
+from ..metrics import summarize
 from .run import Scenario, protocol_options, simulate
 
 

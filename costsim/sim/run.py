@@ -16,12 +16,11 @@ import numpy as np
 import simpy
 
 from .. import protocols, roofline
-from ..config import (MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
+from ..config import (MAX_CALL_TOKENS, check_scale, MAX_RATIO, MAX_SECONDS, ON_API, WORKLOAD, AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales,
                       VerifierOptions, check_option)
 from ..profiles import Deployment
-from ..protocols.schedule import check_scale
 from . import api
-from .acceptance import parse_p_dist
+from ..acceptance import parse_p_dist
 from .agent import Latency, TaskRun
 from .replica import Replica
 

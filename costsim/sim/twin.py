@@ -27,9 +27,8 @@ from .. import formulas, protocols
 from ..config import ON_API
 from ..protocols import specagent, strong_only, weak_only
 from ..protocols.schedule import Boundary, Call, Count, Execute, Review
-from .acceptance import p_dist_parts, recorded_fallback
-from .agent import COUNTERS
-from .metrics import PER_TASK, RATIOS
+from ..acceptance import p_dist_parts, recorded_fallback
+from ..metrics import COUNTERS, PER_TASK, RATIOS
 from .run import Scenario, protocol_options, replica_costs
 
 #: The row columns the twin computes (expected values per task), as in the simulator's rows.
@@ -68,7 +67,7 @@ def expected_rows(tasks, sc: Scenario, extra=()) -> dict:
 
 def ratios(tasks, sc: Scenario, extra=()) -> dict:
     """``{protocol: {metric: value}}``: the expected per-task metrics of
-    :data:`costsim.sim.metrics.PER_TASK` and the ratios of :data:`~costsim.sim.metrics.RATIOS`
+    :data:`costsim.metrics.PER_TASK` and the ratios of :data:`~costsim.metrics.RATIOS`
     to Strong-only (ratios of expected sums over the tasks, what the simulator's paired ratio
     estimates), for the protocols of :func:`expected_rows`."""
     rows = expected_rows(tasks, sc, extra)

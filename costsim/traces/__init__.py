@@ -2,7 +2,7 @@
 
 Shipped traces live in the package data ``costsim.data.traces`` (the repository's top-level
 ``traces/`` folder) and are found by name through :func:`shipped` and :func:`load` (via
-:func:`costsim.resources.data_dir`), from a checkout or an installed wheel alike. The synthetic generator belongs to the simulator.
+:func:`costsim.files.data_dir`), from a checkout or an installed wheel alike. The synthetic generator belongs to the simulator.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = [
 
 
 def _data_dir():
-    from costsim.resources import data_dir  # the project's one loader of shipped data
+    from costsim.files import data_dir  # the project's one loader of shipped data
 
     return data_dir("traces")
 

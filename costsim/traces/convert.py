@@ -25,13 +25,17 @@ call's text is its name plus its arguments as compact JSON). Estimated values ar
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from ..config import MAX_SECONDS
-from .schema import Step
+from . import _check as ck
+from .schema import STEP_KINDS, Step, Task
 from .tools import ToolKinds
 
 CHARS_PER_TOKEN = 4
+#: The roles of a chat message (OpenAI's "developer" is read as system, "function" as tool).
+ROLES = ("system", "user", "assistant", "tool")
 
 
 def estimate_tokens(text: str) -> int:
@@ -181,3 +185,104 @@ def bounded(steps, task_id: str, where: str, warnings: list) -> tuple:
                 s = replace(s, **{key: None})
         out.append(s)
     return tuple(out)
+
+
+# --- what every importer returns, and the chat message they share -------------------------------
+
+
+@dataclass
+class ImportResult:
+    """What an importer made: tasks, one warning per skipped record, and a report."""
+
+    tasks: list[Task]
+    warnings: list[str] = field(default_factory=list)
+    records: int = 0  # simulations (tau²) or log lines (OpenAI) read
+    defaulted_tools: Counter = field(default_factory=Counter)  # unknown tool -> steps
+    notes: dict = field(default_factory=dict)
+
+    def steps_by_kind(self) -> dict[str, int]:
+        n = Counter(s.kind for t in self.tasks for s in t.steps)
+        return {k: n.get(k, 0) for k in STEP_KINDS}
+
+    def estimated_share(self) -> dict[str, float]:
+        """Fraction of steps whose field was estimated, per estimable field."""
+        steps = [s for t in self.tasks for s in t.steps]
+        n = Counter(f for s in steps for f in s.estimated_fields)
+        total = len(steps) or 1
+        return {f: n[f] / total for f in sorted(n)}
+
+
+def parse_message(raw, at: str) -> tuple[Msg, object]:
+    """An OpenAI-style chat message (an object, or its JSON string) in the neutral form, and its
+    ``timestamp`` (None without one); :class:`costsim.traces._check.Bad` names what is wrong at ``at``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ck.Bad(at, "expected a message object (or its JSON string)") from None
+    m = ck.obj(raw, at)
+    role = m.get("role")
+    role = {"developer": "system", "function": "tool"}.get(role, role) if isinstance(role, str) else role
+    if role not in ROLES:
+        raise ck.Bad(f"{at}.role", f"{ck.show(role)} is not one of {', '.join(ROLES)}")
+    text = ck.content_text(m.get("content"), f"{at}.content")
+    calls = _calls(m.get("tool_calls"), f"{at}.tool_calls")
+    if role == "assistant" and not calls and text.lstrip().startswith("{"):
+        try:
+            j = json.loads(text)
+        except (ValueError, RecursionError):
+            j = None
+        if isinstance(j, dict) and j.get("tool_calls"):
+            calls = _calls(j["tool_calls"], f"{at}.content.tool_calls")
+            inner = j.get("content", j.get("message"))
+            text = inner if isinstance(inner, str) else ""
+    usage = m.get("usage")
+    prompt = completion = None
+    if usage is not None:
+        usage = ck.obj(usage, f"{at}.usage")
+        prompt = ck.opt_count(usage, "prompt_tokens", f"{at}.usage")
+        completion = ck.opt_count(usage, "completion_tokens", f"{at}.usage")
+    msg = Msg(role=role, text=text, calls=calls if role == "assistant" else [],
+              tool_call_id=ck.opt_str(m, "id", at) if role == "tool" else "",
+              prompt_tokens=prompt, completion_tokens=completion,
+              model=_raw_model(m.get("raw_data"), at),
+              duration_s=ck.opt_seconds(m, "generation_time_seconds", at))
+    if role == "tool" and not msg.tool_call_id:
+        msg.tool_call_id = ck.opt_str(m, "tool_call_id", at)
+    return msg, ck.opt_time(m, "timestamp", at)
+
+
+def _raw_model(raw, at: str) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            return ""
+    if isinstance(raw, dict):
+        m = raw.get("model")
+        if m is None:
+            return ""
+        if not isinstance(m, str):
+            raise ck.Bad(f"{at}.raw_data.model", f"expected a string, got {ck.show(m)}")
+        return m
+    return ""
+
+
+def _calls(v, at: str) -> list[Call]:
+    if v is None:
+        return []
+    out = []
+    for k, tc in enumerate(ck.lst(v, at)):
+        a = f"{at}[{k}]"
+        tc = ck.obj(tc, a)
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc  # OpenAI shape
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise ck.Bad(f"{a}.name", f"expected a tool name, got {ck.show(name)}")
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, (str, dict, list)):
+            raise ck.Bad(f"{a}.arguments", f"expected an object or a JSON string, got {ck.show(args)}")
+        out.append(Call(name=name, arguments=arguments_text(args), id=ck.opt_str(tc, "id", a)))
+    return out

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..resources import read_text as _read
+from ..files import read_text as _read
 from ..config import MAX_SECONDS, MAX_TOKENS
 from ._check import Bad as _Bad  # a field that does not validate (field path, what is wrong)
 from ._check import finite, show

@@ -23,10 +23,9 @@ import json
 from pathlib import Path
 
 from . import _check as c
-from .convert import Msg, bounded, steps_from_messages
+from .convert import ImportResult, Msg, bounded, parse_message, steps_from_messages
 from .jsonl import TraceError, read_text
 from .schema import Task
-from .tau2 import ImportResult, _message
 from .tools import ToolKinds
 
 _ID_KEYS = ("task_id", "session_id", "conversation_id")
@@ -43,7 +42,7 @@ def _key(m: Msg) -> tuple:
 
 
 def _messages(v, at: str) -> list[Msg]:
-    return [_message(raw, f"{at}[{k}]")[0] for k, raw in enumerate(c.lst(v, at))]
+    return [parse_message(raw, f"{at}[{k}]")[0] for k, raw in enumerate(c.lst(v, at))]
 
 
 def _call(line: dict) -> tuple[list[Msg], Msg]:
@@ -60,7 +59,7 @@ def _call(line: dict) -> tuple[list[Msg], Msg]:
     if not choices:
         raise c.Bad(f"{rat}.choices", "empty")
     raw = c.obj(choices[0], f"{rat}.choices[0]").get("message")
-    msg = _message(raw, f"{rat}.choices[0].message")[0]
+    msg = parse_message(raw, f"{rat}.choices[0].message")[0]
     if msg.role != "assistant":
         raise c.Bad(f"{rat}.choices[0].message.role", f"expected \"assistant\", got {c.show(msg.role)}")
     usage = resp.get("usage")

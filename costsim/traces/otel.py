@@ -47,10 +47,9 @@ from pathlib import Path
 
 from ..config import MAX_TOKENS
 from . import _check as c
-from .convert import apportion, bounded, estimate_tokens
+from .convert import ImportResult, apportion, bounded, estimate_tokens
 from .jsonl import TraceError, read_text
 from .schema import Step, Task
-from .tau2 import ImportResult
 from .tools import ToolKinds
 
 MODEL_OPS = ("chat", "text_completion", "generate_content")

@@ -250,7 +250,7 @@ def trace_stats(tasks: list[Task], K: int = WORKLOAD.K, chunking: str = DEFAULT_
     all_chunks = [c for t in tasks for c in chunks(t.steps, K, chunking)]
     reviews = [r["reviews"] for r in rows]
     n_est = Counter(f for s in steps for f in s.estimated_fields)
-    from .fit import fit_tasks  # verdicts, when the trace has them
+    from .verdicts import fit_tasks  # verdicts, when the trace has them
 
     fit = fit_tasks(tasks) if any(s.verdict is not None for s in steps) else None
     return {

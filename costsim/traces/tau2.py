@@ -25,39 +25,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _check as c
-from .convert import Call, Msg, arguments_text, bounded, estimate_tokens, steps_from_messages
+from .convert import ImportResult, Msg, bounded, estimate_tokens, parse_message, steps_from_messages
 from .jsonl import TraceError, read_text
-from .schema import STEP_KINDS, Task
+from .schema import Task
 from .tools import TAU2_TOOL_KINDS, ToolKinds
 
 GREETING = "Hi! How can I help you today?"
-_ROLES = ("system", "user", "assistant", "tool")
-
-
-@dataclass
-class ImportResult:
-    """What an importer made: tasks, one warning per skipped record, and a report."""
-
-    tasks: list[Task]
-    warnings: list[str] = field(default_factory=list)
-    records: int = 0  # simulations (tau²) or log lines (OpenAI) read
-    defaulted_tools: Counter = field(default_factory=Counter)  # unknown tool -> steps
-    notes: dict = field(default_factory=dict)
-
-    def steps_by_kind(self) -> dict[str, int]:
-        n = Counter(s.kind for t in self.tasks for s in t.steps)
-        return {k: n.get(k, 0) for k in STEP_KINDS}
-
-    def estimated_share(self) -> dict[str, float]:
-        """Fraction of steps whose field was estimated, per estimable field."""
-        steps = [s for t in self.tasks for s in t.steps]
-        n = Counter(f for s in steps for f in s.estimated_fields)
-        total = len(steps) or 1
-        return {f: n[f] / total for f in sorted(n)}
 
 
 def _load_json(source, name: str | None):
@@ -92,80 +68,6 @@ def _info(data, warnings: list[str], name: str) -> dict:
     return out
 
 
-def _raw_model(raw, at: str) -> str:
-    if raw is None:
-        return ""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):
-            return ""
-    if isinstance(raw, dict):
-        m = raw.get("model")
-        if m is None:
-            return ""
-        if not isinstance(m, str):
-            raise c.Bad(f"{at}.raw_data.model", f"expected a string, got {c.show(m)}")
-        return m
-    return ""
-
-
-def _calls(v, at: str) -> list[Call]:
-    if v is None:
-        return []
-    out = []
-    for k, tc in enumerate(c.lst(v, at)):
-        a = f"{at}[{k}]"
-        tc = c.obj(tc, a)
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc  # OpenAI shape
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise c.Bad(f"{a}.name", f"expected a tool name, got {c.show(name)}")
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, (str, dict, list)):
-            raise c.Bad(f"{a}.arguments", f"expected an object or a JSON string, got {c.show(args)}")
-        out.append(Call(name=name, arguments=arguments_text(args), id=c.opt_str(tc, "id", a)))
-    return out
-
-
-def _message(raw, at: str) -> tuple[Msg, object]:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise c.Bad(at, "expected a message object (or its JSON string)") from None
-    m = c.obj(raw, at)
-    role = m.get("role")
-    role = {"developer": "system", "function": "tool"}.get(role, role) if isinstance(role, str) else role
-    if role not in _ROLES:
-        raise c.Bad(f"{at}.role", f"{c.show(role)} is not one of {', '.join(_ROLES)}")
-    text = c.content_text(m.get("content"), f"{at}.content")
-    calls = _calls(m.get("tool_calls"), f"{at}.tool_calls")
-    if role == "assistant" and not calls and text.lstrip().startswith("{"):
-        try:
-            j = json.loads(text)
-        except (ValueError, RecursionError):
-            j = None
-        if isinstance(j, dict) and j.get("tool_calls"):
-            calls = _calls(j["tool_calls"], f"{at}.content.tool_calls")
-            inner = j.get("content", j.get("message"))
-            text = inner if isinstance(inner, str) else ""
-    usage = m.get("usage")
-    prompt = completion = None
-    if usage is not None:
-        usage = c.obj(usage, f"{at}.usage")
-        prompt = c.opt_count(usage, "prompt_tokens", f"{at}.usage")
-        completion = c.opt_count(usage, "completion_tokens", f"{at}.usage")
-    msg = Msg(role=role, text=text, calls=calls if role == "assistant" else [],
-              tool_call_id=c.opt_str(m, "id", at) if role == "tool" else "",
-              prompt_tokens=prompt, completion_tokens=completion,
-              model=_raw_model(m.get("raw_data"), at),
-              duration_s=c.opt_seconds(m, "generation_time_seconds", at))
-    if role == "tool" and not msg.tool_call_id:
-        msg.tool_call_id = c.opt_str(m, "tool_call_id", at)
-    return msg, c.opt_time(m, "timestamp", at)
-
-
 def _simulation(sim, at: str) -> tuple[str, object, float | None, list[Msg], dict]:
     sim = c.obj(sim, at)
     tid = sim.get("task_id")
@@ -179,7 +81,7 @@ def _simulation(sim, at: str) -> tuple[str, object, float | None, list[Msg], dic
         reward = c.opt_number(c.obj(sim["reward_info"], f"{at}.reward_info"), "reward", f"{at}.reward_info")
     msgs, prev_t = [], None
     for k, raw in enumerate(c.lst(sim.get("messages"), f"{at}.messages")):
-        msg, t = _message(raw, f"{at}.messages[{k}]")
+        msg, t = parse_message(raw, f"{at}.messages[{k}]")
         if (msg.role == "assistant" and msg.duration_s is None and t is not None
                 and prev_t is not None and (t.tzinfo is None) == (prev_t.tzinfo is None)):
             dt = (t - prev_t).total_seconds()

@@ -1,6 +1,7 @@
-"""Measurement plans: which calls calibration makes against each endpoint, in which order.
+"""The probes: which calls calibration makes against each endpoint, in which order, at the
+user's call shapes (:class:`CallShapes`).
 
-A plan is a list of :class:`Probe` — one completion call each: a prompt of ``prompt_tokens``
+The probes are a list of :class:`Probe` — one completion call each: a prompt of ``prompt_tokens``
 fresh random tokens and ``max_tokens`` forced output tokens. It has four kinds of probe:
 
 - ``prefill``: a sweep of prompt lengths with one output token (time ∝ prefill);
@@ -8,7 +9,7 @@ fresh random tokens and ``max_tokens`` forced output tokens. It has four kinds o
 - ``verdict``: verification-shaped, the chunk as prompt and a verdict as output;
 - ``step``: agent-step-shaped, an observation as prompt and a step as output.
 
-Each shape is repeated (the fit works from per-shape medians) and the whole plan is shuffled
+Each shape is repeated (the fit works from per-shape medians) and the whole list is shuffled
 with a fixed seed, weak and strong interleaved, so that slow drift of the machine falls on
 every shape and both endpoints alike. Probe ids are stable for a given workload and options,
 which is what lets ``--resume`` skip the probes a previous run completed.
@@ -25,7 +26,7 @@ ROLES = ("weak", "strong")
 
 
 @dataclass(frozen=True)
-class Workload:
+class CallShapes:
     """The user's typical shapes, in tokens: what kappa, v/d and rho are evaluated at."""
 
     step_tokens: int = int(WORKLOAD.step_tokens)        # d: tokens of one agent step
@@ -61,15 +62,15 @@ class Workload:
 
 #: Small shapes for the generated local models on a 2-core CPU (a strong prefill there costs
 #: ~10 ms per token): a step of 32 tokens after a 16-token observation, chunks of 6.
-LOCAL_WORKLOAD = Workload(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
+LOCAL_SHAPES = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
 
 
-def workload(local: bool = False, K: int | None = None, step_tokens=None, obs_tokens=None, verdict_tokens=None,
-             chunk_tokens=None, repair_tokens=None, trace=None) -> Workload:
-    """The call shapes of a live run: the defaults (:data:`LOCAL_WORKLOAD` for generated local
+def call_shapes(local: bool = False, K: int | None = None, step_tokens=None, obs_tokens=None, verdict_tokens=None,
+             chunk_tokens=None, repair_tokens=None, trace=None) -> CallShapes:
+    """The call shapes of a live run: the defaults (:data:`LOCAL_SHAPES` for generated local
     models), then a trace's median step and observation tokens, then the values given.
     ValueError (one line) for a bad value or an unreadable or empty trace."""
-    base = LOCAL_WORKLOAD if local else Workload()
+    base = LOCAL_SHAPES if local else CallShapes()
     vals = {"step_tokens": base.step_tokens, "obs_tokens": base.obs_tokens, "verdict_tokens": base.verdict_tokens}
     if trace:
         import statistics
@@ -87,7 +88,7 @@ def workload(local: bool = False, K: int | None = None, step_tokens=None, obs_to
     for k, v in (("step_tokens", step_tokens), ("obs_tokens", obs_tokens), ("verdict_tokens", verdict_tokens)):
         if v is not None:
             vals[k] = v
-    return Workload(K=base.K if K is None else K, chunk_tokens=chunk_tokens, repair_tokens=repair_tokens, **vals)
+    return CallShapes(K=base.K if K is None else K, chunk_tokens=chunk_tokens, repair_tokens=repair_tokens, **vals)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _levels(lo: int, hi: int, n: int, must=()) -> list[int]:
     return sorted(vals)
 
 
-def make_plan(w: Workload, repeats: int = 3, seed: int = 0, max_prompt_tokens: int | None = None,
+def make_probes(w: CallShapes, repeats: int = 3, seed: int = 0, max_prompt_tokens: int | None = None,
               max_output_tokens: int | None = None, levels: int = 5) -> list[Probe]:
     """The calibration plan for workload ``w`` on both endpoints, shuffled with ``seed``."""
     if repeats < 1:

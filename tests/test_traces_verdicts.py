@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costsim.traces import Step, Task
-from costsim.traces.fit import _loglik, chunk_outcomes, fit_chunks, fit_counts, fit_tasks, profile, wilson
+from costsim.traces.verdicts import _loglik, chunk_outcomes, fit_chunks, fit_counts, fit_tasks, profile, wilson
 
 Z2 = 1.959963984540054 ** 2
 

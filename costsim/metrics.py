@@ -1,4 +1,9 @@
-"""Summaries of simulated rows: per-task means and paired ratios, with 95% intervals.
+"""The per-task row every driver fills (its schema), and its summaries: per-task means and
+paired ratios, with 95% intervals.
+
+A row has, for each model ("strong", "weak"), the :data:`COUNTERS` of its calls, the task's
+commits, reviews and tool time, and the :data:`EXTRA_COUNTERS` of the protocols beyond the
+paper's; :data:`EMPTY_ROW` is a task's row before it starts.
 
 Per-task metrics are means over tasks (normal interval, sd/√n). Ratios to the baseline
 protocol are ratios of sums over the same tasks (per committed step, since both commit the
@@ -13,7 +18,22 @@ import math
 
 import numpy as np
 
-from ..config import API_BILLED
+from .config import API_BILLED
+
+COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
+#: Per-task counters of the protocols beyond the paper's (zero where a protocol has no such
+#: event): remote API use, escalations, speculation, verifier errors. See docs/protocols.md.
+EXTRA_COUNTERS = (
+    "api_cost_usd", "remote_calls", "remote_input_tokens", "remote_cached_tokens", "remote_output_tokens",
+    "escalations", "wasted_steps", "reflection_calls",
+    "spec_calls", "spec_hits", "spec_wasted_tools", "spec_wasted_strong_calls", "tool_s_saved", "spec_wait_s",
+    "false_accepts", "false_rejects", "irreversible_errors",
+)
+
+MODEL_KEYS = {who: tuple(f"{who}_{c}" for c in COUNTERS) for who in ("strong", "weak")}
+EMPTY_ROW = {k: 0.0 for keys in MODEL_KEYS.values() for k in keys}
+EMPTY_ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
+EMPTY_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
 Z95 = 1.959963984540054
 

@@ -1,4 +1,5 @@
-"""The one loader for shipped data folders: hardware/, models/, traces/, benchmarks/measured/.
+"""Files: the one loader of shipped data folders (hardware/, models/, traces/,
+benchmarks/measured/), the one reader of a user's input file and the one atomic writer.
 
 In an installed wheel they are the packages ``costsim.data.<folder>`` (pyproject maps the
 top-level folders there). Imported straight from a checkout (``python -m``, tests run in the

@@ -1,0 +1,49 @@
+"""A model served on devices under an engine: the :class:`Deployment` every cost is of.
+
+Apart from the types because its default engine is a shipped profile (:mod:`.catalogue`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .catalogue import load_engine
+from .types import Device, Engine, ModelSpec, weight_bytes
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model served on ``n_devices`` identical devices under a serving ``engine``.
+
+    Attention and dense layers are tensor-parallel over all devices. Routed experts are
+    tensor-sharded too, or with ``expert_parallel`` placed whole on the devices and reached by
+    an all-to-all dispatch and combine. ``weight_dtype`` sets bytes per parameter and the
+    tensor-core rate; ``expert_dtype`` the routed experts' (empty: the model's own, else
+    ``weight_dtype``); ``kv_dtype`` the KV cache's.
+    """
+
+    model: ModelSpec
+    device: Device
+    n_devices: int = 1
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    engine: Engine = field(default_factory=lambda: load_engine())
+    expert_parallel: bool = False
+    expert_dtype: str = ""
+
+    @property
+    def expert_precision(self) -> str:
+        return self.expert_dtype or self.model.expert_dtype or self.weight_dtype
+
+    @property
+    def weight_bytes(self) -> float:
+        return weight_bytes(self.model, self.weight_dtype, self.expert_dtype)
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.device.memory_bytes * self.n_devices
+
+    def describe(self) -> str:
+        exp = f", {self.expert_precision} experts" if self.model.is_moe and self.expert_precision != self.weight_dtype else ""
+        ep = ", expert-parallel" if self.expert_parallel else ""
+        return (f"{self.model.display_name} on {self.n_devices}x {self.device.display_name}, "
+                f"{self.weight_dtype} weights{exp}{ep}, {self.engine.display_name}")

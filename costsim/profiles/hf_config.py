@@ -1,0 +1,172 @@
+"""A Hugging Face ``config.json`` read as-is into a :class:`~.types.ModelSpec`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..files import read_text
+from .types import ModelSpec, ProfileError, build, slug
+
+def _first(cfg: dict, *keys, default=None):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+def model_from_hf_config(path: str) -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json``, read as it is.
+
+    Understood: dense and MoE MLPs (Llama, Qwen3-MoE, Mixtral, DeepSeek's dense-first layers and
+    shared experts, gpt-oss), GQA and MLA attention (``kv_lora_rank``), gated attention
+    (``attn_output_gate``), sliding-window layers (``layer_types``), Gated DeltaNet linear
+    attention (``linear_*``, ``full_attention_interval``), Mamba-2 hybrids
+    (``hybrid_override_pattern``), multimodal wrappers (``text_config``) and
+    ``quantization_config`` (FP8 checkpoints; MXFP4 experts). Parameter counts are computed
+    from the shapes (norms, biases and routers ignored): an estimate, said so in the source line.
+    """
+    try:
+        cfg = json.loads(read_text(path))
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: no such file") from None
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON, bad UTF-8, too many digits
+        raise ProfileError(f"{path}: not a readable JSON config ({type(e).__name__}: {str(e)[:120]})") from None
+    if not isinstance(cfg, dict):
+        raise ProfileError(f"{path}: config.json must hold a JSON object")
+    text = cfg.get("text_config")
+    cfg = {**cfg, **(text if isinstance(text, dict) else {})}  # multimodal configs nest the language model
+    try:
+        return build(ModelSpec, _hf_fields(cfg, path), path)
+    except (TypeError, ValueError, OverflowError) as e:
+        if isinstance(e, ProfileError):
+            raise ProfileError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
+        raise ProfileError(f"{path}: a config value has the wrong type or range ({e})") from None
+
+
+def _int(cfg, *keys, default=0) -> int:
+    v = _first(cfg, *keys, default=default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1e12:
+        raise ProfileError(f"{keys[0]} must be a number in [0, 1e12], got {v!r}")
+    return int(v)
+
+
+def _hf_fields(cfg: dict, path: str) -> dict:
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _int(cfg, "num_attention_heads", "n_head")
+    if not (layers and hidden and heads):
+        raise ProfileError(f"{path}: needs num_hidden_layers, hidden_size and num_attention_heads > 0")
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if not kv_heads:
+        raise ProfileError(f"{path}: num_key_value_heads must be >= 1, got 0")
+    head_dim = _int(cfg, "head_dim", default=hidden // heads) or hidden // heads
+    vocab = _int(cfg, "vocab_size")
+    inter = _int(cfg, "intermediate_size", "ffn_dim", default=4 * hidden)
+    experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts")
+    top_k = _int(cfg, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
+    if experts and top_k >= experts:
+        raise ProfileError(f"{path}: num_experts_per_tok ({top_k}) must be below the number of experts ({experts})")
+    moe_inter = _int(cfg, "moe_intermediate_size", default=inter)
+    shared_inter = _int(cfg, "shared_expert_intermediate_size")
+    n_shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=1 if shared_inter else 0)
+    shared_inter = shared_inter or moe_inter * n_shared
+
+    # Which mixer each layer has: full attention, sliding-window attention, or linear/SSM.
+    types = cfg.get("layer_types")
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        mixers = ["linear" if c == "M" else "full" for c in pattern if c in "M*"]
+        mlp_layers = sum(c in "-E" for c in pattern)
+    else:
+        if isinstance(types, list) and len(types) == layers:
+            mixers = ["linear" if ("linear" in str(t) or "mamba" in str(t)) else
+                      "sliding" if "sliding" in str(t) else "full" for t in types]
+        elif cfg.get("full_attention_interval"):
+            every = _int(cfg, "full_attention_interval") or 1
+            mixers = ["full" if (i + 1) % every == 0 else "linear" for i in range(layers)]
+        else:
+            mixers = ["full"] * layers
+        mlp_layers = layers
+    n_full, n_slide, n_lin = (mixers.count(k) for k in ("full", "sliding", "linear"))
+    window = _int(cfg, "sliding_window") if n_slide else 0
+
+    # Parameters per mixer.
+    kv_lora, rope = _int(cfg, "kv_lora_rank"), _int(cfg, "qk_rope_head_dim")
+    if kv_lora:  # MLA (DeepSeek-V2/V3): low-rank queries and a shared latent KV
+        nope, v_dim, q_lora = _int(cfg, "qk_nope_head_dim"), _int(cfg, "v_head_dim"), _int(cfg, "q_lora_rank")
+        head_dim = nope + rope  # a query head's width; the cache is the latent, not heads
+        q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
+        attn = q + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
+    else:
+        gate = 2 if cfg.get("attn_output_gate") else 1  # gated attention: the query projection also makes the gate
+        attn = hidden * head_dim * (gate * heads + 2 * kv_heads) + heads * head_dim * hidden
+    lin, state = 0, 0.0
+    if n_lin and cfg.get("linear_num_value_heads"):  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        nv, nk = _int(cfg, "linear_num_value_heads"), _int(cfg, "linear_num_key_heads")
+        dk, dv = _int(cfg, "linear_key_head_dim"), _int(cfg, "linear_value_head_dim")
+        conv = _int(cfg, "linear_conv_kernel_dim", default=4)
+        lin = hidden * (2 * nk * dk + 2 * nv * dv + 2 * nv) + nv * dv * hidden
+        state = nv * dk * dv + (2 * nk * dk + nv * dv) * max(conv - 1, 0)
+    elif n_lin:  # Mamba-2
+        mh, md = _int(cfg, "mamba_num_heads"), _int(cfg, "mamba_head_dim")
+        ds, groups = _int(cfg, "ssm_state_size", "state_size"), _int(cfg, "n_groups", default=1)
+        conv = _int(cfg, "conv_kernel", "mamba_d_conv", default=4)
+        inner = mh * md
+        lin = hidden * (2 * inner + 2 * groups * ds + mh) + inner * hidden
+        state = inner * ds + (inner + 2 * groups * ds) * max(conv - 1, 0)
+
+    # MLPs: dense-first layers, MoE layers (routed + shared), or dense everywhere.
+    gated = 2 if cfg.get("model_type") == "nemotron_h" else 3  # squared-ReLU MLP has no gate
+    dense_first = _int(cfg, "first_k_dense_replace")
+    dense_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list):
+        raise ProfileError(f"{path}: mlp_only_layers must be a list of layer indices, got {dense_only!r}")
+    moe_layers = max(mlp_layers - dense_first - len(dense_only), 0) if experts else 0
+    dense_layers = mlp_layers - moe_layers
+    expert = 3 * hidden * moe_inter
+    shared = 3 * hidden * shared_inter
+    embed = vocab * hidden
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    mixer_params = (n_full + n_slide) * attn + n_lin * lin
+    total = embed * (1 if tied else 2) + mixer_params + dense_layers * gated * hidden * inter
+    active = total
+    if experts:
+        total += moe_layers * (experts * expert + shared)
+        active += moe_layers * (top_k * expert + shared)
+
+    quant = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    method = str(quant.get("quant_method", "")).lower()
+    dtype = _dtype_of(cfg.get("torch_dtype") or cfg.get("dtype"))
+    expert_dtype = ""
+    if method in ("fp8", "fbgemm_fp8") or (method in ("compressed-tensors", "modelopt")
+                                          and "fp8" in json.dumps(quant).lower()):
+        dtype = "fp8"
+    elif method == "mxfp4":
+        expert_dtype = "mxfp4"  # the experts only: modules_to_not_convert keeps attention, router, embeddings
+    elif method:  # AWQ, GPTQ, bitsandbytes, int4 compressed-tensors, ...
+        raise ProfileError(f"{path}: quantization_config quant_method {method!r} is not modelled (FP8 and MXFP4 "
+                           "are): give the unquantised config.json and the weights' precision with --strong-dtype "
+                           "or --weak-dtype (int4 for 4-bit weights)")
+    name = Path(path).parent.name or Path(path).stem
+    label = str(cfg.get("_name_or_path") or name)
+    return dict(
+        name=slug(label.split("/")[-1]) or "hf-config",
+        display_name=f"{label} (from {path})",
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv_heads,
+        head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=tied,
+        kv_layers=n_full, kv_lora_rank=kv_lora, qk_rope_head_dim=rope if kv_lora else 0,
+        sliding_layers=n_slide, sliding_window=window,
+        linear_layers=n_lin, linear_state_elements=float(state),
+        num_experts=experts if top_k else 0, experts_per_token=top_k if experts else 0,
+        num_shared_experts=n_shared, moe_layers=moe_layers or None,
+        total_params_b=total / 1e9, active_params_b=active / 1e9,
+        default_dtype=dtype, expert_dtype=expert_dtype,
+        source=f"Hugging Face config.json at {path}; parameter counts estimated from the architecture",
+    )
+
+
+def _dtype_of(torch_dtype) -> str:
+    t = str(torch_dtype)
+    return "fp8" if t.startswith("float8") else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(t, "bf16")

@@ -1,0 +1,100 @@
+"""The importers, one record each: what `costsim traces import FORMAT` runs and says.
+
+Adding an importer is a module with a function ``fn(source, *, tool_kinds, strict) ->
+ImportResult`` (:mod:`.convert` has the shared rules) and a record here; the command, its help
+and the API's :func:`costsim.api.import_trace` come from the record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .convert import CHARS_PER_TOKEN, ImportResult
+from .jsonl import dumps_jsonl
+from .openai import import_openai
+from .otel import import_otel
+from .tau2 import import_tau2
+from .tools import load_tool_kinds
+
+#: How an importer estimates what its input does not count, where it does not say its own.
+ESTIMATES = "tokens: ceil(chars/4) of the text; durations: from message timestamps"
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One log format: its function, what it reads (the command's help), and how it estimates."""
+
+    function: Callable[..., ImportResult]   # (source, *, tool_kinds, strict) -> ImportResult
+    description: str
+    files_help: str
+    tools_help: str
+    strict_help: str
+    many: bool = False                      # takes several files (one trace split across them)
+    estimates: str = ESTIMATES
+
+
+IMPORTERS = {
+    "tau2": Importer(
+        import_tau2, "Import a tau²-Bench results file.",
+        "tau²-Bench results JSON (Results object or list of simulations).",
+        "Tool kinds: TOML name = \"read\"|\"write\", or an MCP tools/list JSON (readOnlyHint). Repeatable; "
+        "later files win; overrides the built-in tau² table.",
+        "Any malformed simulation is fatal (default: skip it with a warning)."),
+    "otel": Importer(
+        import_otel, "Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans).",
+        "OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON "
+        "document). A trace split across files is joined.",
+        "Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes.",
+        "Any malformed line, and any span whose parent is missing, is fatal.", many=True,
+        estimates="tokens: ceil(chars/4) of recorded messages where usage is missing; observations: what the next "
+                  "call's input grew by; durations: a call's span shared among its tool calls"),
+    "openai": Importer(
+        import_openai, "Import an OpenAI-style chat-completions log.",
+        "Chat-completions log, JSONL (request/response pairs or whole conversations).",
+        "Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes.",
+        "Any malformed line is fatal (default: skip it with a warning)."),
+}
+
+
+def importer(fmt: str) -> Importer:
+    """The importer of format ``fmt``; ValueError (one line) naming the known ones."""
+    try:
+        return IMPORTERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown trace format {fmt!r}; known: {', '.join(IMPORTERS)}") from None
+
+
+def tool_kinds(paths) -> dict:
+    """The tool kinds of ``paths`` (TOML or MCP ``tools/list`` JSON files), later files winning."""
+    out = {}
+    for p in paths or ():
+        out.update(load_tool_kinds(p))
+    return out
+
+
+def run(fmt: str, files, tools=(), strict: bool = False) -> ImportResult:
+    """Import ``files`` (the first, or all where the format takes several) with ``fmt``'s importer."""
+    imp = importer(fmt)
+    files = list(files)
+    return imp.function(files if imp.many else files[0], tool_kinds=tool_kinds(tools), strict=strict)
+
+
+def header(result: ImportResult, fmt: str, source, tools=()) -> dict:
+    """The header line of an imported trace: where it came from, the tool kinds it used, what
+    defaulted to a write, how tokens were estimated, and the importer's notes."""
+    return {
+        "source": Path(source).name,
+        "importer": fmt,
+        "tool_kinds": " + ".join((["tau2 built-in table"] if fmt == "tau2" else [])
+                                 + [Path(t).name for t in tools or ()]) or "none: every tool a write",
+        "tools_defaulted_to_write": dict(sorted(result.defaulted_tools.items())),
+        "token_estimate": f"ceil(chars/{CHARS_PER_TOKEN}) where the log has no count (see Step.estimated_fields)",
+        **{k: v for k, v in result.notes.items() if v not in ("", None)},
+    }
+
+
+def to_jsonl(result: ImportResult, fmt: str, source, tools=()) -> str:
+    """The imported trace as costsim's JSONL (its header first)."""
+    return dumps_jsonl(result.tasks, **header(result, fmt, source, tools))
