@@ -12,10 +12,11 @@ to the plan's. CPU time of this process, fastest of --repeat (as timeit does).
 import argparse
 import time
 
-from costsim import capacity as cap
-from costsim import plan as P
-from costsim.predict import deployments
-from costsim.sim import Scenario
+from costsim import fleet_cost
+from costsim import capacity_search as cap
+from costsim import planner as P
+from costsim.sizing import deployments
+from costsim.scenario import Scenario
 from costsim.traces.synthetic import generate
 
 
@@ -30,16 +31,16 @@ def main():
     s, w = deployments()
     base = Scenario(strong=s, weak=w, p=0.8, K=6)
     configs = P.configurations(s.model, w.model)
-    prices = P.prices(sorted({c.strong.device.name for c in configs if c.strong} | {c.weak.device.name for c in configs if c.weak}))
+    prices = fleet_cost.prices(sorted({c.strong.device.name for c in configs if c.strong} | {c.weak.device.name for c in configs if c.weak}))
     plans, caps = [], []
     for _ in range(args.repeat):
         t = time.process_time()
-        res = P.plan(tasks, base, args.rate, args.target, configs, prices)
+        res = P.recommend(tasks, base, args.rate, args.target, configs, prices)
         plans.append(time.process_time() - t)
         # One configuration the plan searched, by the simulator's capacity search instead.
         c = res["screened"][0].config
         t = time.process_time()
-        cap.plan(tasks, P.scenario_of(base, c), args.rate, (c.protocol,), cap.Search(latency_p95_s=args.target))
+        cap.size_for_rate(tasks, P.scenario_of(base, c), args.rate, (c.protocol,), cap.Search(latency_p95_s=args.target))
         caps.append(time.process_time() - t)
     plan_s, cap_s = min(plans), min(caps)
     n = len(configs)

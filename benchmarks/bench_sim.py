@@ -23,9 +23,10 @@ import time
 
 import simpy
 
-from costsim.predict import deployments
+from costsim.sizing import deployments
 from costsim.roofline import coefficients
-from costsim.sim import Replica, Scenario, simulate
+from costsim.scenario import Scenario
+from costsim.sim import Replica, simulate
 from costsim.traces.synthetic import generate
 
 

@@ -7,9 +7,9 @@ Run: python benchmarks/plan_screen_error.py   (about 10 s; the numbers docs/plan
 tests/test_plan.py holds a subset of these cases within its stated bound)
 """
 
-from costsim import plan as P
-from costsim.predict import deployments
-from costsim.sim import Scenario
+from costsim import planner as P
+from costsim.sizing import deployments
+from costsim.scenario import Scenario
 from costsim.traces.synthetic import generate
 
 

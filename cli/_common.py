@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 import os
 import sys
 import tempfile
@@ -118,86 +116,6 @@ SCENARIO_OPTIONS = {
     "option": (Optional[List[str]], typer.Option(None, "--option", help="Further protocol option NAME=VALUE, repeatable: `costsim protocols` lists each protocol's, with defaults.")),
 }
 
-#: scenario option -> scenario setting (costsim.config), where the names differ.
-SETTING = {"p_accept": "p", "network_rtt": "network_rtt_s", "spec_hit": "spec_hit_rate",
-           "self_spec_hit": "self_spec_hit_rate", "api_ttft": "api_ttft_s", "api_tps": "api_output_tps",
-           "option": "options"}
-
-
-_RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hr": 3600.0,
-               "hour": 3600.0, "day": 86400.0, "d": 86400.0}
-_TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0}
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
-
-
-def parse_rate(text: str) -> float:
-    """'2/s', '120/min', '7200/h', '2' (per second) -> tasks per second."""
-    m = re.fullmatch(rf"\s*{_NUM}\s*(?:/\s*([a-z]+))?\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _RATE_UNITS):
-        raise UserError(f"--task-rate {text!r}: expected a number of tasks per unit, e.g. 2/s, 120/min, 7200/h")
-    rate = float(m.group(1)) / _RATE_UNITS[m.group(2) or "s"]
-    if not 1e-6 <= rate <= 1e6:  # one task in 11.6 days to a million a second
-        raise UserError(f"--task-rate must be in [1e-6, 1e6] tasks/s, got {text!r}")
-    return rate
-
-
-def parse_seconds(text: str) -> float:
-    """'60s', '60', '1.5min', '500ms' -> seconds."""
-    m = re.fullmatch(rf"\s*{_NUM}\s*([a-z]*)\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
-        raise UserError(f"--latency-p95 {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
-    secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
-    if not 0 < secs < math.inf:
-        raise UserError(f"--latency-p95 must be a finite duration > 0, got {text!r}")
-    return secs
-
-
-def split_names(text: str, flag: str) -> tuple[str, ...]:
-    """A comma-separated list, refused when it names nothing."""
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
-    if not names:
-        raise UserError(f"{flag} is empty")
-    return names
-
-
-def load_tasks(traces, n: int, seed: int):
-    """The tasks of ``traces`` (files or shipped names), or ``n`` synthetic ones; bad traces are a UserError."""
-    if not traces:
-        from costsim.traces.synthetic import generate
-
-        return generate(n, seed=seed)
-    out = read_traces(traces)
-    if len(out) < 20:
-        raise UserError(f"{len(out)} tasks in {', '.join(traces)}: the search needs at least 20")
-    return out
-
-
-def read_traces(traces) -> list:
-    """The tasks of ``traces`` (files or shipped names) in order, each trace once (the same one
-    twice is refused: its tasks would count double); bad traces are a UserError."""
-    from costsim.traces import load
-    from costsim.traces.jsonl import TraceError
-
-    seen = {}
-    for t in traces:
-        key = str(Path(t).resolve()) if Path(t).exists() else t.removesuffix(".jsonl").lower()
-        if key in seen:
-            raise UserError(f"{t}: the same trace as {seen[key]}, given twice")
-        seen[key] = t
-    out = []
-    with user_errors(TraceError, OSError, ValueError):
-        for t in traces:
-            out.extend(loaded(load(t)))
-    return out
-
-
-def loaded(result) -> list:
-    """The tasks of a loaded trace, its warnings (tasks it skipped, and why) said on stderr."""
-    for w in result.warnings:
-        print(f"costsim: warning: {w}", file=sys.stderr)
-    return result.tasks
-
-
 class UserError(Exception):
     """Bad input from the user; printed as one line, exit code 2."""
 
@@ -211,20 +129,10 @@ def user_errors(*kinds):
         raise UserError(str(e)) from None
 
 
-def to_jsonable(obj):
-    """numpy scalars/arrays to Python; non-finite floats to None (JSON has no inf/nan)."""
-    if hasattr(obj, "tolist"):
-        obj = obj.tolist()
-    if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def dumps(obj) -> str:
+    """``obj`` (a result's ``to_dict()``, or plain values) as the JSON a command prints."""
+    from costsim.api import to_jsonable
+
     return json.dumps(to_jsonable(obj), indent=2)
 
 
@@ -275,29 +183,30 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
 def atomic_write(path: str | os.PathLike, data: str | bytes, inputs: tuple = ()) -> None:
     """Write ``data`` to ``path`` atomically (:func:`costsim.files.write_atomic`); refuse to
     overwrite an input."""
-    from costsim.files import write_atomic
+    from costsim.api import write_atomic
 
     write_atomic(check_output(path, inputs), data)
 
 
 class Progress:
     """A progress bar on stderr when it is a terminal, nothing otherwise (no text in pipes and
-    logs). ``with Progress("label", total) as bar``: ``bar.advance(k)`` or ``bar.update(done,
-    total)``."""
+    logs); none for fewer than ``min_total`` items. ``with Progress("label") as bar``: pass
+    ``bar.advance`` as an API call's ``progress``: ``advance(k, total=None, label=None)`` adds
+    ``k`` done (a new ``label`` starts a bar of its own)."""
 
-    def __init__(self, label: str, total: int | None = None, quiet: bool = False):
+    def __init__(self, label: str, total: int | None = None, quiet: bool = False, min_total: int = 0):
         self.label, self.total, self.done, self.bar = label, total, 0, None
-        self.show = not quiet and sys.stderr.isatty()
+        self.show, self.min_total = not quiet and sys.stderr.isatty(), min_total
 
     def __enter__(self):
         return self
 
-    def update(self, done: int, total: int | None = None):
-        self.advance(done - self.done, total)
-
-    def advance(self, k: int, total: int | None = None):
+    def advance(self, k: int, total: int | None = None, label: str | None = None):
+        if label is not None and label != self.label:
+            self.close()
+            self.label, self.done, self.total = label, 0, None
         self.total = total or self.total
-        if self.show and self.bar is None:
+        if self.show and self.bar is None and (self.total or 0) >= self.min_total:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as Bar
@@ -317,3 +226,8 @@ class Progress:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def warn(line: str) -> None:
+    """Say ``line`` on stderr as a warning (an API call's ``on_warning``)."""
+    print(f"costsim: warning: {line}", file=sys.stderr)

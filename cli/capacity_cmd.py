@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from typing import List, Optional
 
 import typer
 
+from costsim.api import CAPACITY_OPTIONS
+from costsim.config import ON_API
 
-from ._common import (SCENARIO_OPTIONS, SETTING as _SETTING, UserError, dumps, load_tasks, parse_rate, parse_seconds,
-                      split_names, with_options, user_errors)
-
-#: The scenario options capacity shares with simulate and replay (the rest are its own).
-_SHARED = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
-           "expert_parallel", "p_dist", "rho", "strong_step_scale", "weak_step_scale", "verdict_tokens", "tool_latency",
-           "api", "edge_device", "api_ttft", "api_tps", "seed", "json_out", "calibration")
+from ._common import SCENARIO_OPTIONS, dumps, warn, with_options, user_errors
 
 
-@with_options({k: SCENARIO_OPTIONS[k] for k in _SHARED})
+@with_options({k: SCENARIO_OPTIONS[k] for k in (*CAPACITY_OPTIONS, "json_out")})
 def capacity(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
     latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
@@ -34,29 +29,14 @@ def capacity(
     Searches, by bisection over load with the simulator, the highest task rate one cell of
     replicas (one strong, w weak) sustains under the latency target, then scales out.
     """
-    rate = parse_rate(task_rate)
-    target = parse_seconds(latency_p95)
-    if tasks < 20:
-        raise UserError(f"--tasks must be >= 20, got {tasks}")
-    if not 0 < tolerance < 1:
-        raise UserError(f"--tolerance must be in (0, 1), got {tolerance}")
-    for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
-        if v is not None and not 0 <= v < math.inf:
-            raise UserError(f"{name} must be a finite number >= 0 USD per GPU-hour, got {v}")
-    names = split_names(protocols, "--protocols")
+    from costsim import api
 
-    from costsim import capacity as cap
-
-    from costsim.config import build_scenario
-
+    json_out = o.pop("json_out")
     with user_errors(ValueError):
-        work = load_tasks(traces, tasks, o["seed"])
-        settings = {_SETTING.get(k, k): v for k, v in o.items() if k != "json_out"}
-        sc = build_scenario({**settings, "protocols": names}, work if traces else None)
-        res = cap.plan(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
-                       strong_price=strong_price, weak_price=weak_price)
-    res.pop("cells")
-    typer.echo(dumps(res) if o["json_out"] else render(res))
+        res = api.capacity(task_rate, latency_p95=latency_p95, protocols=protocols, strong_price=strong_price,
+                           weak_price=weak_price, trace=traces, tasks=tasks, tolerance=tolerance, on_warning=warn,
+                           **o)
+    typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
 
 
 def _f(x, fmt="{:.3g}", none="-"):
@@ -110,8 +90,6 @@ def render(res: dict) -> str:
             cells.append(f"{v:>{w}}")
         lines.append(f"{label:<26}" + "".join(cells))
     lines.append("")
-    from costsim.config import ON_API
-
     local = [n for n in names if n not in ON_API]
     lines.append(f"balance point B* of the strong replica{' (' + ', '.join(local) + ')' if local != names else ''}: "
                  f"{_f(res['balance_batch'], '{:.0f}')} sequences "

@@ -16,12 +16,12 @@ def figures(
                                              "predicted-vs-observed, balance-point, capacity, pass-counting, tau2-replay."),
 ):
     """Regenerate the figures (fixed seeds; same bytes with the same library versions)."""
-    from costsim import figures as figs
+    from costsim import api
 
     check_output(out, directory=True)
     t = time.perf_counter()
     with user_errors(ValueError):
-        figs.generate(out, only=only, log=lambda line: typer.echo(f"wrote {out.rstrip('/')}/{line}"))
+        api.figures(out, only=only, log=lambda line: typer.echo(f"wrote {out.rstrip('/')}/{line}"))
     if not only:
         typer.echo(f"wrote {out.rstrip('/')}/README.md")
     typer.echo(f"{time.perf_counter() - t:.1f} s")

@@ -5,7 +5,6 @@ httpx, numpy, scipy and xllamacpp are imported inside the commands, never at loa
 
 from __future__ import annotations
 
-from contextlib import ExitStack, contextmanager
 from typing import Optional
 
 import typer
@@ -38,44 +37,6 @@ LIVE_OPTIONS = {
     "model_dir": (_S, typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models].")),
     "json_out": (bool, typer.Option(False, "--json", help="Print one JSON object.")),
 }
-_SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens", "trace")
-
-
-def _workload(o: dict):
-    from costsim.live.probes import call_shapes
-
-    with user_errors(ValueError):
-        return call_shapes(o["local"], **{k: o[k] for k in _SHAPES})
-
-
-@contextmanager
-def _endpoints(o: dict):
-    """The run's two endpoints (local servers started with --local); bad input is a UserError."""
-    from costsim.live.endpoints import key_envs, open_endpoints
-
-    keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
-    with ExitStack() as stack:
-        with user_errors(ValueError):
-            eps = stack.enter_context(open_endpoints(o["weak"], o["strong"], o["local"], keys, o["timeout"],
-                                                     o["retries"], o["model_dir"], o["seed"]))
-        yield eps
-
-
-def _run_calibration(weak, strong, w, repeats, seed, allow_cache, max_prompt_tokens, max_output_tokens,
-                     probes_path, resume, local, label="calibrating"):
-    from costsim.live.calibrate import CalibrationRunError, run_calibration
-
-    bar = Progress(label)
-    try:
-        return run_calibration(weak, strong, w, repeats=repeats, seed=seed, allow_cache=allow_cache,
-                        max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
-                        probes_path=probes_path, resume=resume, progress=bar.update, local=local)
-    except (CalibrationRunError, ValueError) as e:
-        raise UserError(str(e)) from None
-    finally:
-        bar.close()
-
-
 @with_options(LIVE_OPTIONS)
 def calibrate(
     output: str = typer.Option("calib.toml", "--output", "-o", help="Calibration file to write."),
@@ -86,20 +47,16 @@ def calibrate(
     **o,
 ):
     """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
-    from costsim.live.calibrate import calibration_file
+    from costsim import api
 
-    for flag, v in (("--max-prompt-tokens", max_prompt_tokens), ("--max-output-tokens", max_output_tokens)):
-        if v is not None and v < 1:
-            raise UserError(f"{flag} must be >= 1, got {v}")
-    w = _workload(o)
+    json_out = o.pop("json_out")
     inputs = _outputs(o, output)
-    with _endpoints(o) as (we, se):
-        res = _run_calibration(we, se, w, o["repeats"], o["seed"], allow_cache, max_prompt_tokens, max_output_tokens,
-                               output + ".probes.json", resume, o["local"])
-    src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
-           f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
-    atomic_write(output, calibration_file(res, src), inputs=inputs)
-    typer.echo(dumps(_calib_json(res, output)) if o["json_out"] else render_calibration(res, output))
+    with user_errors(ValueError), Progress("calibrating") as bar:
+        res = api.calibrate(max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
+                            allow_cache=allow_cache, resume=resume, probes=output + ".probes.json",
+                            progress=bar.advance, **o)
+    atomic_write(output, res.toml(), inputs=inputs)
+    typer.echo(dumps({"output": output, **res.to_dict()}) if json_out else render_calibration(res.data, output))
 
 
 def _outputs(o: dict, output: str) -> tuple:
@@ -109,13 +66,6 @@ def _outputs(o: dict, output: str) -> tuple:
     for path in (output, output + ".probes.json"):
         check_output(path, inputs)
     return inputs
-
-
-def _calib_json(res, output):
-    fits = {r: {**f.as_dict(), "ci95": f.ci95} for r, f in res["fits"].items()}
-    return {"output": output, "workload": res["workload"], "fits": fits, "ratios": res["ratios"],
-            "direct": res["direct"], "server": res["server"], "models": res["models"], "urls": res["urls"],
-            "forced_decode": res["forced_decode"], "warnings": res["warnings"]}
 
 
 def _ci(ci):
@@ -170,53 +120,15 @@ def validate(
     **o,
 ):
     """Run SpecAgent for real (weak drafts, strong reviews) and Strong-only; measured vs predicted L."""
-    from costsim.calibration import CalibrationError
-    from costsim.live.calibrate import calibration_file
-    from costsim.live.fit import ratios_for
-    from costsim.live.client import EndpointError
-    from costsim.live.validate import run_validation
+    from costsim import api
 
-    if not 0.0 <= p_accept <= 1.0:
-        raise UserError(f"--p-accept must be in [0, 1], got {p_accept}")
-    if o["K"] < 1 or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
-        raise UserError("--K, --tasks and --steps must be >= 1")
-    if resume and not save_calibration:
-        raise UserError("--resume goes on from the probes of --save-calibration: give it too")
-    if o["chunk_tokens"] is not None:
-        raise UserError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
-                        "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
-    local, seed = o["local"], o["seed"]
-    tasks = tasks or (8 if local else 20)
-    w = _workload(o)
-    steps = steps or (6 if local else 12)
-    ratios = src = None
-    if calibration:
-        if save_calibration:
-            raise UserError("--save-calibration is for a run that calibrates; --calibration gives one already")
-        with user_errors(CalibrationError):
-            ratios, src = ratios_for(calibration, w)
-    elif save_calibration:
-        inputs = _outputs(o, save_calibration)
-    with _endpoints(o) as (we, se):
-        if ratios is None:
-            probes = save_calibration + ".probes.json" if save_calibration else None
-            res = _run_calibration(we, se, w, o["repeats"], seed, False, None, None, probes, resume, local,
-                                   label="calibrating (same run)")
-            ratios, src = res["ratios"]["time"], "a calibration in this run"
-            if save_calibration:
-                atomic_write(save_calibration, calibration_file(res, f"costsim validate (its own calibration, {we.url}, {se.url})"),
-                             inputs=inputs)
-                src = f"a calibration in this run, saved to {save_calibration}"
-        bar = Progress("validating")
-        try:
-            out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed, progress=bar.update)
-        except (EndpointError, ValueError) as e:
-            raise UserError(str(e)) from None
-        finally:
-            bar.close()
-        out["urls"] = {"weak": we.url, "strong": se.url}
-    out["calibration"] = src
-    typer.echo(dumps(out) if o["json_out"] else render_validation(out))
+    json_out = o.pop("json_out")
+    if save_calibration and not calibration:
+        _outputs(o, save_calibration)
+    with user_errors(ValueError), Progress("validating") as bar:
+        out = api.validate(p_accept, calibration=calibration, tasks=tasks, steps=steps,
+                           save_calibration=save_calibration, resume=resume, progress=bar.advance, **o).data
+    typer.echo(dumps(out) if json_out else render_validation(out))
 
 
 def render_validation(r) -> str:
@@ -259,26 +171,22 @@ def serve_local(
     import signal
     import time
 
-    from costsim.live.gguf_model import SIZES, ModelShape
-    from costsim.live.local import LocalServerError, LocalServers
+    from costsim import api
 
-    for name, port in (("--weak-port", weak_port), ("--strong-port", strong_port)):
-        if not 0 <= port <= 65535:
-            raise UserError(f"{name} must be in 0..65535, got {port}")
     typer.echo("starting local llama.cpp servers (generated models; first use writes them)...", err=True)
-    with user_errors(LocalServerError):
-        servers = LocalServers(weak_size, strong_size, seed=seed, model_dir=model_dir, threads=threads,
-                               ports=(weak_port, strong_port)).start()
+    with user_errors(ValueError):
+        res = api.serve_local(weak_port=weak_port, strong_port=strong_port, threads=threads, seed=seed,
+                              model_dir=model_dir, weak_size=weak_size, strong_size=strong_size)
+    servers = res["servers"]
     stop = {"now": False}
     old = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
-        for role, s in servers.servers.items():
-            n = ModelShape(**SIZES[servers.sizes[role]]).n_params()
-            typer.echo(f"{role:6s} {s.url}   random Llama, {n / 1e6:.0f}M parameters ({s.model})")
-        typer.echo(f"try: costsim calibrate --weak {servers.weak.url} --strong {servers.strong.url}", err=True)
+        for role, s in servers.items():
+            typer.echo(f"{role:6s} {s.url}   random Llama, {res['params'][role] / 1e6:.0f}M parameters ({s.model})")
+        typer.echo(f"try: costsim calibrate --weak {servers['weak'].url} --strong {servers['strong'].url}", err=True)
         typer.echo("Ctrl-C stops both servers.", err=True)
         while not stop["now"]:
-            for s in servers.servers.values():
+            for s in servers.values():
                 if not s.alive():
                     raise UserError(f"{s.role} server on port {s.port} exited: {s.log_tail()}")
             time.sleep(0.5)
@@ -286,5 +194,5 @@ def serve_local(
         pass
     finally:
         signal.signal(signal.SIGTERM, old)
-        servers.stop()
+        res.stop()
         typer.echo("stopped.", err=True)

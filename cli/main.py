@@ -14,7 +14,7 @@ from . import capacity_cmd as _capacity
 from . import figures_cmd as _figures
 from . import live_cmd as _live
 from . import plan_cmd as _plan
-from . import predict as _predict
+from . import predict_cmd as _predict
 from . import profiles_cmd as _profiles
 from . import protocols_cmd as _protocols
 from . import roofline_cmd as _roofline
@@ -54,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     one line on stderr and exit code 2, never a traceback."""
     import click
 
-    from costsim.memory import DoesNotFit
-    from costsim.profiles import ProfileError
+    from costsim.api import INPUT_ERRORS
 
     try:
         rv = app(args=argv, prog_name="costsim", standalone_mode=False)
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see 'costsim {e.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") if e.ctx else ""
         print(f"costsim: error: {e.format_message()}{hint}", file=sys.stderr)
         return 2
-    except (UserError, ProfileError, DoesNotFit) as e:
+    except (UserError, *INPUT_ERRORS) as e:
         print(f"costsim: error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, click.Abort):

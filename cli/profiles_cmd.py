@@ -8,16 +8,14 @@ import typer
 
 from costsim.config import DEPLOYMENTS
 
-from ._common import dumps
+from ._common import dumps, user_errors
 
 hardware_app = typer.Typer(help="Device, engine and API profiles (hardware/*.toml, engines/, api/).", no_args_is_help=True)
 models_app = typer.Typer(help="Model architecture profiles (models/*.toml).", no_args_is_help=True)
 
 
-def _show(obj, json_out: bool) -> None:
-    from dataclasses import asdict
-
-    d = asdict(obj)
+def _show(res, json_out: bool) -> None:
+    d = dict(res.data)
     if json_out:
         typer.echo(dumps(d))
         return
@@ -35,21 +33,19 @@ def _show(obj, json_out: bool) -> None:
 @hardware_app.command("list")
 def hardware_list():
     """List shipped device, serving-engine and API profiles."""
-    from costsim.profiles import load_api, load_device, load_engine, names
+    from costsim import api
 
+    hw = api.hardware()
     typer.echo("devices:")
-    for n in names("devices"):
-        d = load_device(n)
+    for n, d in hw["devices"].items():
         typer.echo(f"  {n:<14} {d.display_name}: {d.memory_gb:g} GB, {d.hbm_bandwidth_gbps:g} GB/s, "
                    f"{d.bf16_dense_tflops:g} BF16 dense TFLOPS")
     typer.echo("engines:")
-    for n in names("engines"):
-        e = load_engine(n)
+    for n, e in hw["engines"].items():
         typer.echo(f"  {n:<14} {e.display_name}: {e.iteration_overhead_ms:g} ms/iteration, {e.layer_latency_us:g} us/layer, "
                    f"bandwidth {e.bandwidth_fraction:g} and FLOPs {e.flops_fraction:g} of peak")
     typer.echo("APIs:")
-    for n in names("apis"):
-        a = load_api(n)
+    for n, a in hw["apis"].items():
         typer.echo(f"  {n:<24} {a.display_name}: ${a.price_input_per_mtok_usd:g} in / "
                    f"${a.price_cached_input_per_mtok_usd:g} cached / ${a.price_output_per_mtok_usd:g} out per M tokens ({a.date})")
 
@@ -65,64 +61,39 @@ def hardware_show(
 ):
     """Show one device, engine or API profile with the source of every figure; with --model,
     what that model leaves of the device's memory for KV, in tokens and in sequences."""
-    from costsim.profiles import ProfileError, load_api, load_device, load_engine
+    from costsim import api
 
     if model:
-        _capacity(load_device(name), model, gpus, dtype, engine, context, json_out)
+        with user_errors(ValueError):
+            _capacity(api.kv_capacity(name, model, gpus=gpus, dtype=dtype, engine=engine, context=context), json_out)
         return
-    errors = []
-    for load in (load_device, load_engine, load_api):
-        try:
-            _show(load(name), json_out)
-            return
-        except ProfileError as e:
-            errors.append(e)
-    raise errors[0]  # a device was the likeliest intent: list the known devices
+    _show(api.hardware_show(name), json_out)
 
 
-def _capacity(dev, model, gpus, dtype, engine, context, json_out):
-    from costsim import memory
-    from costsim.profiles import Deployment, check_dtype, load_engine, load_model
-
-    from ._common import UserError
-
-    m, eng = load_model(model), load_engine(engine)
-    dt = dtype or m.default_dtype
-    check_dtype(dt)
-    if not (context >= 0 and context < float("inf")):
-        raise UserError(f"--context must be a finite number >= 0, got {context}")
-    if gpus is not None and gpus < 1:
-        raise UserError(f"--gpus must be >= 1, got {gpus}")
-    dep = Deployment(m, dev, gpus or memory.devices_to_hold(m, dev, dt, eng), dt, engine=eng)
-    memory.require_fits(dep)
-    out = {"device": dev.name, "model": m.name, "gpus": dep.n_devices, "dtype": dt, "engine": eng.name,
-           "memory_bytes": dep.memory_bytes, "weight_bytes": dep.weight_bytes,
-           "reserve_bytes": dep.n_devices * eng.reserve_gb * 1e9, "memory_utilization": eng.memory_utilization,
-           "kv_pool_bytes": memory.kv_pool_bytes(dep), "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
-           "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
-           "context": context, "kv_capacity_sequences": memory.sequences_held(dep, context)}  # none: unbounded
+def _capacity(res, json_out):
     if json_out:
-        typer.echo(dumps(out))
+        typer.echo(dumps(res.data))
         return
+    out, dep = res.data, res.deployment
+    m, dev, eng = dep.model, dep.device, dep.engine
     typer.echo("\n".join([
-        f"{m.display_name} on {dep.n_devices}x {dev.display_name}, {dt} weights, {eng.display_name}",
+        f"{m.display_name} on {dep.n_devices}x {dev.display_name}, {out['dtype']} weights, {eng.display_name}",
         f"  memory        {out['memory_bytes'] / 1e9:.0f} GB; the engine takes {eng.memory_utilization:g} of it, "
         f"keeps {eng.reserve_gb:g} GB a GPU for activations and graphs",
         f"  weights       {out['weight_bytes'] / 1e9:.1f} GB",
         f"  KV pool       {out['kv_pool_bytes'] / 1e9:.1f} GB = {out['kv_capacity_tokens']:,.0f} tokens "
         f"at {out['kv_bytes_per_token'] / 1e3:.1f} kB a token"
         + (f" (+ {out['state_bytes_per_sequence'] / 1e6:.1f} MB of state a sequence)" if out["state_bytes_per_sequence"] else ""),
-        f"  at once       {memory.sequences_text(out['kv_capacity_sequences'], context)}",
+        f"  at once       {res.sequences_text}",
     ]))
 
 
 @models_app.command("list")
 def models_list():
     """List shipped model profiles."""
-    from costsim.profiles import load_model, names
+    from costsim import api
 
-    for n in names("models"):
-        m = load_model(n)
+    for n, m in api.models().items():
         moe = f", MoE {m.num_experts} experts top-{m.experts_per_token}" if m.is_moe else ""
         typer.echo(f"  {n:<22} {m.total_params_b:g}B total / {m.active_params_b:g}B active, {m.num_layers} layers{moe}")
 
@@ -130,6 +101,6 @@ def models_list():
 @models_app.command("show")
 def models_show(name: str, json_out: bool = typer.Option(False, "--json")):
     """Show one model profile (name, TOML or Hugging Face config.json)."""
-    from costsim.profiles import load_model
+    from costsim import api
 
-    _show(load_model(name), json_out)
+    _show(api.model(name), json_out)

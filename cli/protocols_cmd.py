@@ -6,17 +6,19 @@ from typing import List, Optional
 
 import typer
 
-from ._common import SCENARIO_OPTIONS, SETTING, dumps, user_errors
+from costsim.config import OPTION_SETTINGS
+
+from ._common import SCENARIO_OPTIONS, dumps, user_errors
 
 
 def protocols(names: Optional[List[str]] = typer.Argument(None, help="Protocols to show [all]."),
               json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Each protocol: what it is, the options it takes (default, allowed values, help) and the flag of each."""
-    from costsim import protocols as p
+    from costsim import api
 
     with user_errors(ValueError):
-        shown = {n: p.describe(n) for n in (names or p.PROTOCOLS)}
-    flags = {SETTING.get(k, k): opt.param_decls[0] for k, (_, opt) in SCENARIO_OPTIONS.items()}
+        shown = api.protocols(names).data
+    flags = {OPTION_SETTINGS.get(k, k): opt.param_decls[0] for k, (_, opt) in SCENARIO_OPTIONS.items()}
     for d in shown.values():
         for k, o in (*d["options"].items(), *d.get("deployment", {}).items()):
             o["flag"] = flags.get(k, f"--option {k}=")

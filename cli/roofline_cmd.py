@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import typer
@@ -11,11 +10,6 @@ from ._common import ENGINE, EXPERT_PARALLEL, UserError, dumps, user_errors
 
 roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
                            invoke_without_command=True)
-
-
-def _finite(name, v, lo=0.0):
-    if v is not None and not (math.isfinite(v) and v >= lo):
-        raise UserError(f"--{name} must be a finite number >= {lo:g}, got {v}")
 
 
 @roofline_app.callback()
@@ -41,84 +35,35 @@ def roofline(
         return
     if not model or not device:
         raise UserError("roofline needs --model and --device (or a subcommand: validate, fit)")
-    from costsim import roofline as rl
-    from costsim import serving
-    from costsim import memory
-    from costsim.profiles import Deployment, check_dtype, load_device, load_engine, load_model
+    from costsim import api
 
-    if batch < 1:
-        raise UserError(f"--batch must be >= 1, got {batch}")
-    _finite("context", context)
-    _finite("prefill", prefill_tokens)
-    _finite("input-len", input_len)
-    _finite("output-len", output_len, 1)
-    _finite("concurrency", concurrency, 1)
-    if gpus is not None and gpus < 1:
-        raise UserError(f"--gpus must be >= 1, got {gpus}")
-    m, d, eng = load_model(model), load_device(device), load_engine(engine)
-    dt = dtype or m.default_dtype
-    check_dtype(dt)
-    n = gpus or memory.devices_to_hold(m, d, dt, eng)
-    dep = Deployment(m, d, n, dt, engine=eng, expert_parallel=expert_parallel)
-    ctx_held = input_len + output_len if concurrency is not None else context + (prefill_tokens or 0)
-    memory.require_fits(dep, concurrency if concurrency is not None else batch, ctx_held)
-    coef = rl.coefficients(dep)
-    pool = memory.kv_pool_bytes(dep)
-    head = {"model": m.name, "device": d.name, "gpus": n, "dtype": dt, "expert_dtype": dep.expert_precision,
-            "engine": eng.name, "expert_parallel": expert_parallel,
-            "fixed_latency_s_per_iteration": coef.fixed_s,
-            "weight_bytes": dep.weight_bytes, "kv_pool_bytes": pool,
-            "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
-            "kv_capacity_sequences": memory.sequences_held(dep, ctx_held),  # none: unbounded
-            "kv_capacity_context": ctx_held}
+    with user_errors(ValueError):
+        res = api.roofline(model, device, gpus=gpus, dtype=dtype, engine=engine, expert_parallel=expert_parallel,
+                           batch=batch, context=context, prefill=prefill_tokens, concurrency=concurrency,
+                           input_len=input_len, output_len=output_len)
+    if json_out:
+        typer.echo(dumps(res.to_dict()))
+        return
+    out, dep = res.data, res.deployment
+    m, d, eng, n = dep.model, dep.device, dep.engine, dep.n_devices
     title = f"{dep.describe()}"
-    mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {pool / 1e9:.1f} GB "
+    mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {out['kv_pool_bytes'] / 1e9:.1f} GB "
                 f"({eng.memory_utilization:g} of {n}x {d.memory_bytes / 1e9:.1f} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
-                f"{head['kv_capacity_tokens']:,.0f} tokens, {memory.sequences_text(head['kv_capacity_sequences'], ctx_held)}")
+                f"{out['kv_capacity_tokens']:,.0f} tokens, {res.sequences_text()}")
     if concurrency is not None:
-        pt = serving.serving_point(dep, concurrency, input_len, output_len)
-        out = {**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
-               "ttft_s": pt.ttft_s, "tpot_s": pt.itl_s, "itl_s": pt.itl_s, "output_tokens_per_s": pt.output_tok_s,
-               "request_latency_s": pt.e2e_s, "decode_batch": pt.decode_batch,
-               "prefill_iteration_fraction": pt.prefill_fraction}
-        if json_out:
-            typer.echo(dumps(out))
-            return
         typer.echo("\n".join([
             title,
             f"  serving benchmark, steady state: {concurrency:g} concurrent requests of {input_len:g} in / {output_len:g} out tokens",
-            f"  TTFT               {pt.ttft_s * 1e3:.1f} ms",
-            f"  TPOT (= mean ITL)  {pt.itl_s * 1e3:.2f} ms  ({1 / pt.itl_s:.1f} tok/s per request)" if pt.itl_s else "  TPOT               -",
-            f"  output throughput  {pt.output_tok_s:.0f} tok/s over all requests",
-            f"  request latency    {pt.e2e_s:.2f} s",
+            f"  TTFT               {out['ttft_s'] * 1e3:.1f} ms",
+            f"  TPOT (= mean ITL)  {out['itl_s'] * 1e3:.2f} ms  ({1 / out['itl_s']:.1f} tok/s per request)" if out["itl_s"] else "  TPOT               -",
+            f"  output throughput  {out['output_tokens_per_s']:.0f} tok/s over all requests",
+            f"  request latency    {out['request_latency_s']:.2f} s",
             mem_line,
-            f"  per iteration      {pt.decode_batch:.1f} sequences decoding; {pt.prefill_fraction:.0%} of iterations also carry a prefill chunk",
+            f"  per iteration      {out['decode_batch']:.1f} sequences decoding; {out['prefill_iteration_fraction']:.0%} of iterations also carry a prefill chunk",
             f"  assumptions: closed loop, means (not medians), no HTTP/tokeniser time; engine {eng.name} "
             f"({eng.iteration_overhead_ms:g} ms/iteration, {eng.layer_latency_us:g} us/layer"
             + (f", +{eng.moe_layer_latency_us:g} us/MoE layer" if m.is_moe else "") + ")",
         ]))
-        return
-    dec = rl.decode_step(dep, batch, context)
-    out = {
-        **head, "batch": batch, "context": context,
-        "decode_s_per_token": float(dec.seconds),
-        "decode_tokens_per_s_per_sequence": float(1.0 / dec.seconds),
-        "decode_tokens_per_s_total": float(batch / dec.seconds),
-        "hbm_bytes_per_decode_step": float(dec.hbm_bytes),
-        "flops_per_decode_step": float(dec.flops),
-        "decode_compute_s": float(dec.compute_s), "decode_memory_s": float(dec.memory_s),
-        "balance_batch": rl.balance_batch(dep, context),
-        "balance_batch_paper": float(rl.balance_batch_paper(dep)),
-        "regime": "compute-bound" if bool(dec.compute_bound) else "memory-bound",
-        "prefill_tokens": prefill_tokens, "prefill_s": None,
-    }
-    if prefill_tokens:
-        pre = rl.prefill(dep, prefill_tokens, context)
-        out.update(prefill_s=float(pre.seconds), prefill_hbm_bytes=float(pre.hbm_bytes),
-                   prefill_flops=float(pre.flops),
-                   prefill_regime="compute-bound" if bool(pre.compute_bound) else "memory-bound")
-    if json_out:
-        typer.echo(dumps(out))
         return
     B = out["balance_batch"]
     lines = [
@@ -127,10 +72,10 @@ def roofline(
         f"  HBM bytes          {out['hbm_bytes_per_decode_step'] / 1e9:.3f} GB per iteration",
         f"  FLOPs              {out['flops_per_decode_step'] / 1e12:.3f} TFLOP per iteration",
         f"  compute {out['decode_compute_s'] * 1e3:.3f} ms vs memory {out['decode_memory_s'] * 1e3:.3f} ms -> {out['regime']}"
-        f"; + {coef.fixed_s * 1e3:.3f} ms fixed engine latency",
+        f"; + {out['fixed_latency_s_per_iteration'] * 1e3:.3f} ms fixed engine latency",
         f"  balance point B*   {'never (KV traffic grows as fast as FLOPs)' if B == float('inf') else f'{B:.0f} sequences'}"
         f" at this context; paper's form {out['balance_batch_paper']:.1f}"
-        + (f"; beyond the {head['kv_capacity_sequences']} sequences that fit" if head["kv_capacity_sequences"] is not None and B > head["kv_capacity_sequences"] else ""),
+        + (f"; beyond the {out['kv_capacity_sequences']} sequences that fit" if out["kv_capacity_sequences"] is not None and B > out["kv_capacity_sequences"] else ""),
         mem_line,
         f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "
         f"{eng.fraction('flops_fraction', d):g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "
@@ -157,23 +102,15 @@ def validate_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Predicted against measured for every case, with median |error| and worst factor per group."""
-    from costsim import validation as v
-    from costsim.profiles import load_engine
+    from costsim import api
 
-    cases = v.load_cases(file, model=model, device=device, gpus=gpus, weight_dtype=dtype, engine="vllm")
-    if split:
-        if split not in ("fit", "holdout"):
-            raise UserError("--split must be 'fit' or 'holdout'")
-        cases = [c for c in cases if c.split == split]
-    engines = None
-    if engine:
-        e = load_engine(engine)
-        engines = {c.engine: e for c in cases}
-    rows = v.evaluate(cases, engines)
-    summ, pairs = v.summary(rows), v.harness_pairs(rows)
+    with user_errors(ValueError):
+        res = api.roofline_validate(file, engine=engine, model=model, device=device, gpus=gpus, dtype=dtype,
+                                    split=split)
     if json_out:
-        typer.echo(dumps({"engine_override": engine, "cases": rows, "summary": summ, "pairs": pairs}))
+        typer.echo(dumps(res.to_dict()))
         return
+    rows, summ, pairs = res["cases"], res["summary"], res["pairs"]
     typer.echo(f"{len(rows)} measured cases" + (f", every one costed with engine {engine}" if engine else ", each with its own engine profile"))
     typer.echo(f"  {'case':<52} {'split':<7} {'metric':<13} {'measured':>10} {'predicted':>10} {'error':>7}")
     for r in rows:
@@ -201,10 +138,10 @@ def fit_cmd(
 ):
     """Fit the engines' parameters on the set's fit cases (kernel latencies shared, scheduler
     overhead and bandwidth per engine); print them as each engine profile's TOML lines."""
-    from costsim import validation as v
+    from costsim import api
 
     with user_errors(ValueError):
-        _, rep = v.fit_engines(v.load_cases(file))
+        rep = api.roofline_fit(file).data
     if json_out:
         typer.echo(dumps(rep))
         return

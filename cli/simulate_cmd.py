@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
 
-from ._common import (SCENARIO_OPTIONS as OPTIONS, SETTING, Progress, UserError, atomic_write, check_output, dumps,
-                      read_traces, with_options, user_errors)
+from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, warn,
+                      with_options, user_errors)
 
 @with_options(OPTIONS)
 def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
              **o):
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
-    from costsim.traces.synthetic import generate
+    from costsim import api
 
     if o["out"] is not None:
         _check_table(o["out"], ())  # before the run, not after it
-    _run(generate(tasks, seed=o["seed"]), o, inputs=(), traced=False)
+    _run(lambda options, progress: api.simulate(tasks, progress=progress, **options), o, inputs=())
 
 
 @with_options(OPTIONS)
@@ -26,65 +25,31 @@ def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files 
            verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
            **o):
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
-    if verdicts not in (None, "recorded"):
-        raise UserError(f"--verdicts must be 'recorded', got {verdicts!r}")
-    if verdicts and o["p_dist"]:
-        raise UserError("--verdicts recorded and --p-dist are exclusive")
-    if verdicts:
-        o["p_dist"] = f"recorded:{o['p_accept']}"
-    tasks = read_traces(traces)
-    if verdicts and not any(s.verdict is not None for t in tasks for s in t.steps):
-        print(f"costsim: warning: no step of {', '.join(traces)} records a verdict: --verdicts recorded draws "
-              f"every review at p_u = {o['p_accept']:g}", file=sys.stderr)
-    empty = [t.task_id for t in tasks if not t.steps]
-    if empty:  # no committed step to divide by: left out, and said so
-        print(f"costsim: warning: {len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"
-              + (" ..." if len(empty) > 5 else ""), file=sys.stderr)
-        tasks = [t for t in tasks if t.steps]
-    if not tasks:
-        raise UserError("no tasks with steps in " + ", ".join(traces))
+    from costsim import api
+
     if o["out"] is not None:
         _check_table(o["out"], tuple(traces))
-    _run(tasks, o, inputs=tuple(traces))
+    _run(lambda options, progress: api.replay(traces, verdicts=verdicts, progress=progress, on_warning=warn, **options), o,
+         inputs=tuple(traces))
 
 
-_NOT_SETTINGS = ("out", "json_out", "quiet")
+_NOT_OPTIONS = ("out", "json_out", "quiet")
 
 
-def _run(tasks, o: dict, inputs: tuple, traced: bool = True):
-    from costsim.config import build_scenario
-    from costsim.sim.report import report
-
-    settings = {SETTING.get(k, k): v for k, v in o.items() if k not in _NOT_SETTINGS}
-    with user_errors(ValueError):
-        sc = build_scenario(settings, tasks if traced else None)
-        total = len(tasks) * len(sc.protocols)
-        with Progress("simulating", total, quiet=o["quiet"] or total < 200) as bar:
-            rows, result = report(tasks, sc, bar.advance)
+def _run(run, o: dict, inputs: tuple):
+    """``run(options, progress)`` under a progress bar; the table written, the result rendered."""
+    options = {k: v for k, v in o.items() if k not in _NOT_OPTIONS}
+    with user_errors(ValueError), Progress("simulating", quiet=o["quiet"], min_total=200) as bar:
+        res = run(options, bar.advance)
     if o["out"]:
-        _write_table(rows, o["out"], inputs)
-    typer.echo(dumps(result) if o["json_out"] else render(result))
+        atomic_write(o["out"], res.table("parquet" if o["out"].endswith(".parquet") else "csv"), inputs=inputs)
+    typer.echo(dumps(res.to_dict()) if o["json_out"] else render(res.data))
 
 
 def _check_table(path, inputs):
     check_output(path, inputs)
     if not path.endswith((".parquet", ".csv")):
         raise UserError(f"--out {path}: expected a .parquet or .csv file name")
-
-
-def _write_table(rows, path, inputs):
-    import io
-
-    import pandas as pd
-
-    df = pd.DataFrame(rows)
-    if path.endswith(".parquet"):
-        buf = io.BytesIO()
-        df.to_parquet(buf, index=False)
-        data = buf.getvalue()
-    else:  # .csv (_check_table has refused any other name)
-        data = df.to_csv(index=False)
-    atomic_write(path, data, inputs=inputs)
 
 
 def _pm(m, scale=1.0, nd=3):

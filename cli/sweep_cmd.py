@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ._common import Progress, UserError, check_output, dumps, user_errors
+from ._common import Progress, check_output, dumps, user_errors
 
 
 def sweep(
@@ -24,24 +24,12 @@ def sweep(
     A cell's numbers depend only on its settings and seed: Dask and --serial give the same table.
     Interrupted sweeps resume: finished cells are kept in OUT.parts/ and skipped next time.
     """
-    from pathlib import Path
+    from costsim import api
 
-    from costsim import sweep as sw
-    from costsim.profiles import ProfileError
-
-    if workers is not None and workers < 1:
-        raise UserError(f"--workers must be >= 1, got {workers}")
-    if scheduler and serial:
-        raise UserError("--scheduler and --serial are exclusive")
     check_output(out, inputs=(grid,))
-    with user_errors(ValueError, ProfileError, OSError):
-        cells = sw.load_grid(grid)
-        if fresh:
-            sw._finished(out)  # refuses a file that is not a sweep table before it is deleted
-            for p in (Path(out), *sw._parts_dir(out).glob("*.parquet")):
-                p.unlink(missing_ok=True)
-        with Progress("sweep", len(cells), quiet) as bar:
-            result = sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=bar.advance)
+    with user_errors(ValueError, OSError), Progress("sweep", quiet=quiet) as bar:
+        result = api.sweep(grid, out=out, scheduler=scheduler, workers=workers, serial=serial, fresh=fresh,
+                           progress=bar.advance).data
     if json_out:
         typer.echo(dumps(result))
     else:

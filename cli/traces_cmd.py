@@ -5,16 +5,15 @@ The library is imported inside the commands (start-up time of `costsim --help`).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from costsim.config import WORKLOAD
-from costsim.traces.importers import IMPORTERS
+from costsim.api import IMPORTERS
 
-from ._common import UserError, atomic_write, check_output, dumps, user_errors
+from ._common import UserError, atomic_write, check_output, dumps, user_errors, warn
 
 traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
                          no_args_is_help=True)
@@ -35,7 +34,7 @@ def _import(fmt: str, files, out: str, tools, strict: bool):
     with user_errors(ValueError):
         res = import_trace(fmt, files, tools=tools, strict=strict)
     for w in res.result.warnings:
-        print(f"costsim: warning: {w}", file=sys.stderr)
+        warn(w)
     if not res.result.tasks:
         raise UserError(f"{files[0]}: no task could be imported ({res.result.records} records read)")
     with user_errors(ValueError):
@@ -151,48 +150,25 @@ def stats_cmd(
     whether a chunk without a write is reviewed, is the chunking rule's (--chunking). Implied
     reviews assume every draft is accepted: each rejection would add one.
     """
-    from costsim.traces import TraceError, load
-    from costsim.traces.stats import CHUNKINGS, DEFAULT_CHUNKING, trace_stats
+    from costsim import api
 
-    chunking = chunking or DEFAULT_CHUNKING
-    if chunking not in CHUNKINGS:
-        raise UserError(f"--chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
-    files = []
-    for name in traces:
-        with user_errors(TraceError):
-            res = load(name, strict=strict)
-        for w in res.warnings:
-            print(f"costsim: warning: {w}", file=sys.stderr)
-        if not res.tasks:  # as import and replay refuse it
-            raise UserError(f"{name}: no valid task ({len(res.warnings)} malformed line(s) skipped)")
-        try:
-            files.append((name, res, trace_stats(res.tasks, K, chunking)))
-        except ValueError as e:
-            raise UserError(f"--{str(e)}" if str(e).startswith(("K ", "chunking ")) else str(e)) from None
+    with user_errors(ValueError):
+        res = api.trace_stats(traces, K=K, chunking=chunking, strict=strict, on_warning=warn)
     if as_json:
-        print(dumps({"K": K, "chunking": chunking, "files": [
-            {"trace": name, "header": res.header, "skipped_lines": len(res.warnings), **s}
-            for name, res, s in files]}))
+        print(dumps(res.to_dict()))
         return
-    for i, (name, res, s) in enumerate(files):
+    for i, f in enumerate(res["files"]):
         if i:
             print()
-        _print_stats(name, s, per_task)
+        _print_stats(f["trace"], f, per_task)
 
 
 @traces_app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
     """The traces shipped with costsim (usable by name in `stats`)."""
-    from costsim.traces import load, shipped
+    from costsim import api
 
-    rows = []
-    for name in shipped():
-        res = load(name)
-        h = res.header
-        rows.append({"name": name, "tasks": len(res.tasks),
-                     "steps": sum(len(t.steps) for t in res.tasks),
-                     "domain": h.get("domain", ""), "source": h.get("source", ""),
-                     "schema_version": h.get("schema_version")})
+    rows = api.shipped_traces().to_dict()
     if as_json:
         print(dumps(rows))
         return

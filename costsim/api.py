@@ -20,7 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from .files import write_atomic
+from .memory import DoesNotFit
+from .profiles import ProfileError
 from .traces.importers import IMPORTERS, Importer
+
+#: The one-line errors of bad input that any function here may raise besides ValueError's
+#: others (all are ValueErrors): a profile that is not there or not valid, a deployment that
+#: does not fit. ``write_atomic`` is the one atomic writer, for the CLI's outputs.
+INPUT_ERRORS = (ProfileError, DoesNotFit)
+__all__ = ["INPUT_ERRORS", "write_atomic"]
 
 
 def to_jsonable(obj):
@@ -64,6 +73,24 @@ class Result(Mapping):
     def to_frame(self):
         """The command's table as a pandas DataFrame."""
         raise TypeError(f"{type(self).__name__} has no table")
+
+
+class Warnings(list):
+    """The warnings of a command as they come: kept in order, and each said at once to
+    ``on_warning`` where one is given (so that a later error does not hide them)."""
+
+    def __init__(self, on_warning=None):
+        super().__init__()
+        self.on_warning = on_warning
+
+    def append(self, line: str) -> None:
+        super().append(line)
+        if self.on_warning:
+            self.on_warning(line)
+
+    def extend(self, lines) -> None:
+        for line in lines:
+            self.append(line)
 
 
 # --- traces ---------------------------------------------------------------------------------------
@@ -136,3 +163,865 @@ def import_trace(fmt: str, files, *, tools=(), strict: bool = False) -> Imported
     if not files:
         raise ValueError("no file to import")
     return ImportedTrace(fmt, files, tools, run(fmt, files, tools, strict))
+
+
+# --- the closed form --------------------------------------------------------------------------------
+
+
+class PredictResult(Result):
+    """`costsim predict`: R_u, L_u and every figure beside them, each input with its source."""
+
+
+def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None, rho=None, kappa=None,
+            write_rate=None, batch=None, strong_dtype=None, weak_dtype=None, step_tokens=None, obs_tokens=None,
+            context_tokens=None, verdict_tokens=None, calibration=None, strong=None, weak=None, strong_device=None,
+            weak_device=None, strong_gpus=None, engine=None, weak_engine=None, expert_parallel: bool = False,
+            strong_step_scale=None, weak_step_scale=None) -> PredictResult:
+    """The closed-form SpecAgent cost per committed step, relative to Strong-only (``K``:
+    SpecAgent's default chunk size where not given). See :func:`costsim.prediction.predict`."""
+    from .config import SpecAgentOptions
+    from .prediction import predict as run
+
+    return PredictResult(run(p_accept, SpecAgentOptions.K if K is None else K, v_over_d=v_over_d, rho=rho,
+                             kappa=kappa, write_rate=write_rate, batch=batch, steps=steps, calibration=calibration,
+                             step_tokens=step_tokens, obs_tokens=obs_tokens, context_tokens=context_tokens,
+                             verdict_tokens=verdict_tokens, strong_dtype=strong_dtype, weak_dtype=weak_dtype,
+                             strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
+                             strong_gpus=strong_gpus, engine=engine, weak_engine=weak_engine,
+                             expert_parallel=expert_parallel, strong_step_scale=strong_step_scale,
+                             weak_step_scale=weak_step_scale))
+
+
+def deployments(*, strong=None, weak=None, strong_device=None, weak_device=None, strong_gpus=None, strong_dtype=None,
+                weak_dtype=None, engine=None, weak_engine=None, expert_parallel: bool = False) -> Result:
+    """The strong and weak deployments (``["strong"]``, ``["weak"]``: a model on devices under an
+    engine, :class:`costsim.profiles.Deployment`) that simulate, replay and capacity run on for
+    these options: each on as many devices as hold its weights (the strong one on
+    ``strong_gpus`` where given)."""
+    from .sizing import deployments as sized
+
+    s, w = sized(strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
+                 strong_dtype=strong_dtype, weak_dtype=weak_dtype, strong_gpus=strong_gpus, engine=engine,
+                 weak_engine=weak_engine, expert_parallel=expert_parallel)
+    return DeploymentsResult({"strong": s, "weak": w})
+
+
+class DeploymentsResult(Result):
+    """A strong and a weak deployment; :meth:`to_dict` describes each in words."""
+
+    def to_dict(self) -> dict:
+        return {k: d.describe() for k, d in self.data.items()}
+
+
+# --- simulations --------------------------------------------------------------------------------------
+
+#: The scenario options of simulate and replay (capacity and plan take most of them), as the
+#: flags name them; None or absent: the scenario's default (:class:`costsim.scenario.Scenario`).
+SCENARIO_OPTIONS = ("p_accept", "K", "p_dist", "protocols", "sessions", "arrival_rate", "seed", "strong", "weak",
+                    "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine", "expert_parallel",
+                    "strong_replicas", "weak_replicas", "rho", "strong_step_scale", "weak_step_scale",
+                    "verdict_tokens", "tool_latency", "network_rtt", "calibration", "false_accept", "false_reject",
+                    "escalate_p", "escalation_span", "spec_hit", "self_spec_hit", "api", "api_ttft", "api_tps",
+                    "edge_device", "option")
+
+
+def _options(command: str, options: dict, allowed=SCENARIO_OPTIONS) -> dict:
+    """``options`` if ``command`` takes each (TypeError naming the first it does not, as Python's own)."""
+    for k in options:
+        if k not in allowed:
+            raise TypeError(f"{command}() got an unexpected keyword argument {k!r}")
+    return options
+
+
+def _scenario(options: dict, tasks=None):
+    """The validated scenario of a command's options; ``tasks``: a trace's, whose per-model step
+    tokens set the step scales where none is given."""
+    from .scenario import build_scenario, settings_of
+
+    return build_scenario(settings_of(options), tasks)
+
+
+class SimulationResult(Result):
+    """`costsim simulate` and `replay`: per protocol, per-task means and paired ratios to
+    Strong-only with 95% intervals (``["protocols"]``), the closed forms beside them
+    (``["closed_form"]``), the scenario and plain-word notes; ``rows``: one dict per task per
+    protocol, the table :meth:`to_frame` gives and ``--out`` writes."""
+
+    def __init__(self, rows, result, warnings=()):
+        super().__init__(result, warnings)
+        self.rows = rows
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def table(self, fmt: str) -> bytes | str:
+        """The per-task table as ``parquet`` (bytes) or ``csv`` (text)."""
+        df = self.to_frame()
+        if fmt == "parquet":
+            import io
+
+            buf = io.BytesIO()
+            df.to_parquet(buf, index=False)
+            return buf.getvalue()
+        if fmt == "csv":
+            return df.to_csv(index=False)
+        raise ValueError(f"a per-task table is parquet or csv, not {fmt!r}")
+
+
+def _simulated(tasks, options: dict, traced: bool, progress, warnings=()) -> SimulationResult:
+    from .report import report
+
+    sc = _scenario(options, tasks if traced else None)
+    if progress:
+        progress(0, len(tasks) * len(sc.protocols))
+    rows, result = report(tasks, sc, progress)
+    return SimulationResult(rows, result, warnings)
+
+
+def simulate(tasks=200, *, progress=None, **options) -> SimulationResult:
+    """Every protocol of the scenario on the same tasks: ``tasks`` synthetic ones (tau² Airline
+    shape, drawn with ``seed``), or a list of :class:`costsim.traces.Task`. ``options``: the
+    scenario options of `costsim simulate` (:data:`SCENARIO_OPTIONS`). ``progress(k, total)``
+    is called as tasks finish."""
+    _options("simulate", options)
+    if isinstance(tasks, int) and not isinstance(tasks, bool):
+        if not 1 <= tasks <= 1_000_000:
+            raise ValueError(f"--tasks must be in [1, 1,000,000], got {tasks}")
+        from .traces.synthetic import generate
+
+        return _simulated(generate(tasks, seed=options.get("seed") or 0), options, False, progress)
+    return _simulated(list(tasks), options, True, progress)
+
+
+def _read_traces(traces, warnings: Warnings) -> list:
+    """The tasks of ``traces`` (files or shipped names) in order, each trace once (the same one
+    twice is refused: its tasks would count double); what their files skip goes to ``warnings``."""
+    from pathlib import Path
+
+    from .traces import load
+
+    traces = [traces] if isinstance(traces, str) else list(traces)
+    seen = {}
+    for t in traces:
+        key = str(Path(t).resolve()) if Path(t).exists() else t.removesuffix(".jsonl").lower()
+        if key in seen:
+            raise ValueError(f"{t}: the same trace as {seen[key]}, given twice")
+        seen[key] = t
+    tasks = []
+    for t in traces:
+        read = load(t)
+        tasks.extend(read.tasks)
+        warnings.extend(read.warnings)
+    return tasks
+
+
+def replay(traces, *, verdicts: str | None = None, progress=None, on_warning=None, **options) -> SimulationResult:
+    """Recorded trajectories (trace files or shipped names) through every protocol of the
+    scenario; ``verdicts="recorded"``: the traces' own review outcomes (p_u where a step has
+    none). ``options``: as :func:`simulate`'s. ``on_warning(line)`` as each warning comes."""
+    _options("replay", options)
+    if verdicts not in (None, "recorded"):
+        raise ValueError(f"--verdicts must be 'recorded', got {verdicts!r}")
+    if verdicts and options.get("p_dist"):
+        raise ValueError("--verdicts recorded and --p-dist are exclusive")
+    p = options.get("p_accept")
+    p = 0.8 if p is None else p
+    if verdicts:
+        options = {**options, "p_dist": f"recorded:{p}"}
+    names = [traces] if isinstance(traces, str) else list(traces)
+    warnings = Warnings(on_warning)
+    tasks = _read_traces(names, warnings)
+    if verdicts and not any(s.verdict is not None for t in tasks for s in t.steps):
+        warnings.append(f"no step of {', '.join(names)} records a verdict: --verdicts recorded draws every review "
+                        f"at p_u = {p:g}")
+    empty = [t.task_id for t in tasks if not t.steps]
+    if empty:  # no committed step to divide by: left out, and said so
+        warnings.append(f"{len(empty)} task(s) without steps left out: {', '.join(empty[:5])}"
+                        + (" ..." if len(empty) > 5 else ""))
+        tasks = [t for t in tasks if t.steps]
+    if not tasks:
+        raise ValueError("no tasks with steps in " + ", ".join(names))
+    return _simulated(tasks, options, True, progress, warnings)
+
+
+def _tasks(trace, tasks: int, seed, warnings: Warnings) -> list:
+    """The tasks a capacity search or a plan runs on: a trace's (at least 20), or ``tasks``
+    synthetic ones."""
+    if not trace:
+        from .traces.synthetic import generate
+
+        return generate(tasks, seed=seed or 0)
+    out = _read_traces(trace, warnings)
+    names = [trace] if isinstance(trace, str) else list(trace)
+    if len(out) < 20:
+        raise ValueError(f"{len(out)} tasks in {', '.join(names)}: the search needs at least 20")
+    return out
+
+
+# --- capacity and plan ---------------------------------------------------------------------------------
+
+#: The scenario options capacity takes (the rest of simulate's are its own to set).
+CAPACITY_OPTIONS = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine",
+                    "weak_engine", "expert_parallel", "p_dist", "rho", "strong_step_scale", "weak_step_scale",
+                    "verdict_tokens", "tool_latency", "api", "edge_device", "api_ttft", "api_tps", "seed",
+                    "calibration")
+
+
+class CapacityResult(Result):
+    """`costsim capacity`: per protocol, replicas, sessions, batch against the balance point,
+    latency and cost for the task rate; ``cells``: the searched cells (protocol ->
+    :class:`costsim.capacity_search.Cell`), which do not depend on the rate."""
+
+    def __init__(self, res: dict, warnings=()):
+        self.cells = res.pop("cells")
+        super().__init__(res, warnings)
+
+    def to_frame(self):
+        """One row per protocol: its scalar answers (the cell and the GPUs flattened)."""
+        import pandas as pd
+
+        rows = {}
+        for name, r in self.data["protocols"].items():
+            flat = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
+            flat.update({f"cell_{k}": v for k, v in r["cell"].items() if not isinstance(v, (dict, list))})
+            flat.update({f"gpus_{k}": v for k, v in (r.get("gpus") or {}).items()})
+            rows[name] = flat
+        return pd.DataFrame(rows).T
+
+
+def capacity(task_rate, *, latency_p95="60s", protocols: str = "strong-only,specagent", strong_price=None,
+             weak_price=None, trace=None, tasks: int = 400, tolerance: float = 0.05, cells=None, on_warning=None,
+             **options) -> CapacityResult:
+    """Replicas, sessions, batch against the balance point, latency and cost per 1,000 tasks for
+    ``task_rate`` tasks/s (a number, or '2/s', '120/min') under a p95 target (seconds, or '60s',
+    '2min'), per protocol, searched with the simulator. ``trace``: plan for recorded tasks
+    instead of ``tasks`` synthetic ones; ``cells``: cells already searched (they do not depend
+    on the rate). ``options``: :data:`CAPACITY_OPTIONS`."""
+    from . import capacity_search as cap
+    from .units import parse_rate, parse_seconds
+
+    _options("capacity", options, CAPACITY_OPTIONS)
+    rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
+    if tasks < 20:
+        raise ValueError(f"--tasks must be >= 20, got {tasks}")
+    if not 0 < tolerance < 1:
+        raise ValueError(f"--tolerance must be in (0, 1), got {tolerance}")
+    for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
+        if v is not None and not 0 <= v < math.inf:
+            raise ValueError(f"{name} must be a finite number >= 0 USD per GPU-hour, got {v}")
+    names = _names(protocols, "--protocols")
+    warnings = Warnings(on_warning)
+    work = _tasks(trace, tasks, options.get("seed"), warnings)
+    sc = _scenario({**options, "protocols": names}, work if trace else None)
+    res = cap.size_for_rate(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
+                            cells=cells, strong_price=strong_price, weak_price=weak_price)
+    return CapacityResult(res, warnings)
+
+
+def _names(text, flag: str) -> tuple[str, ...]:
+    """A comma-separated list (or a list) of names, refused when it names nothing."""
+    names = tuple(x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip())
+    if not names:
+        raise ValueError(f"{flag} is empty")
+    return names
+
+
+#: The scenario options plan takes (no --p-dist: the screen's expected calls are at one
+#: per-step acceptance rate).
+PLAN_OPTIONS = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft",
+                "api_tps")
+
+
+class PlanResult(Result):
+    """`costsim plan`: every configuration screened (``["screened"]``, cheapest first), the
+    Pareto front, the confirmations by simulation, the recommendation and why, and the dated
+    prices; ``configs``: every configuration searched, in the order generated; :meth:`to_dict`
+    is plan's JSON, :meth:`to_frame` the front."""
+
+    def __init__(self, res: dict, warnings=(), configs=()):
+        super().__init__(res, warnings)
+        self.configs = list(configs)
+
+    def to_dict(self) -> dict:
+        from .planner.recommendation import to_json
+
+        return to_jsonable(to_json(self.data))
+
+    def to_frame(self):
+        import pandas as pd
+
+        from .planner.recommendation import point
+
+        return pd.DataFrame([point(s) for s in self.data["front"]])
+
+    def figure(self, path) -> None:
+        """Draw the front as a PNG at ``path``."""
+        from .figures.draw import plan_front, save
+
+        save(plan_front(self.data), path)
+
+
+def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_gpus=None, protocols=None,
+         edge_devices=None, K=None, strong_dtype=None, price=None, trace=None, tasks: int = 200, confirm: int = 3,
+         workers=None, scheduler=None, state=None, fresh: bool = False, progress=None, on_warning=None,
+         **options) -> PlanResult:
+    """The cheapest fleet for ``task_rate`` tasks/s under a p95 target, searched over strong
+    device × GPUs per replica × weak device × K (a range '2..12', a list '2,4,6' or a sequence)
+    × protocol: an analytic screen ranks every configuration, the simulator confirms the
+    cheapest. ``price``: ``["h100=2.5", ...]`` USD per GPU-hour overriding the profiles'; ``state``:
+    a folder that keeps the finished pieces (``fresh``: drop them first). ``options``:
+    :data:`PLAN_OPTIONS`."""
+    import time
+
+    from . import fleet_cost
+    from . import planner as P
+    from .config import DEPLOYMENTS, EDGE_CLOUD, ON_API, PLAN_SEARCH
+    from .profiles import check_dtype
+    from .units import parse_rate, parse_seconds
+
+    _options("plan", options, PLAN_OPTIONS)
+    rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    if fresh and not state:
+        raise ValueError("--fresh needs --state FOLDER")
+    if max_gpus is not None and max_gpus < 1:
+        raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
+    if not 20 <= tasks <= 100_000:
+        raise ValueError(f"--tasks must be in [20, 100,000], got {tasks}")
+    if not 1 <= confirm <= 50:
+        raise ValueError(f"--confirm must be in [1, 50], got {confirm}")
+    default = PLAN_SEARCH.protocols + (ON_API if options.get("api") else ())
+    names = P.check_protocols(_names(protocols if protocols is not None else default, "--protocols"),
+                                        options.get("api"))
+    ks = P.parse_ks(K) if isinstance(K, str) else tuple(K) if K is not None else PLAN_SEARCH.Ks
+    strong_dtype = check_dtype(strong_dtype or DEPLOYMENTS.strong_dtype)
+    t0 = time.perf_counter()
+    warnings = Warnings(on_warning)
+    work = _tasks(trace, tasks, options.get("seed"), warnings)
+    base = _scenario(options, work if trace else None)
+    dev = _names(devices if devices is not None else PLAN_SEARCH.devices, "--devices")
+    wdev = _names(weak_devices, "--weak-devices") if weak_devices is not None else dev
+    configs = P.configurations(base.strong.model, base.weak.model, dev, names, ks, options.get("engine"),
+                               strong_dtype, base.weak.weight_dtype, max_gpus, wdev, base.api,
+                               _names(edge_devices if edge_devices is not None else EDGE_CLOUD.edge_device,
+                                      "--edge-devices"))
+    if not configs:
+        raise ValueError(f"no configuration to search: none of --devices runs {strong_dtype} weights and holds the "
+                         "strong model" + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))
+    searched = sorted({c.strong.device.name for c in configs if c.strong} | {c.weak.device.name for c in configs if c.weak})
+    overrides = fleet_cost.parse_prices(price)
+    stray = sorted(set(overrides) - set(searched))
+    if stray:
+        raise ValueError(f"--price {', '.join(stray)}: not a searched device (searched: {', '.join(searched)})")
+    table = fleet_cost.prices(searched, overrides)
+    kept = P.State(state) if state else None
+    if kept and fresh:
+        kept.clear()
+    if progress:
+        progress(0, len(configs))
+    res = P.recommend(work, base, rate, target, configs, table, confirm, progress, scheduler, workers, kept)
+    res["seconds"] = time.perf_counter() - t0
+    res["tasks"] = len(work)
+    res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"
+    res["assumptions"] = list(P.ASSUMPTIONS)
+    if base.api:
+        res["api"] = P.api_of(base)
+    return PlanResult(res, warnings, configs)
+
+
+# --- the roofline and its measured validation set ------------------------------------------------------
+
+
+class RooflineResult(Result):
+    """`costsim roofline`: one engine iteration (seconds, HBM bytes, FLOPs, balance point), or
+    with a concurrency what a serving benchmark reports; ``deployment``: what was costed."""
+
+    def __init__(self, data: dict, deployment):
+        super().__init__(data)
+        self.deployment = deployment
+
+    def sequences_text(self) -> str:
+        """The KV pool's capacity in sequences, in words."""
+        from .memory import sequences_text
+
+        return sequences_text(self.data["kv_capacity_sequences"], self.data["kv_capacity_context"])
+
+
+def _finite(name: str, v, lo: float = 0.0) -> None:
+    if v is not None and not (math.isfinite(v) and v >= lo):
+        raise ValueError(f"--{name} must be a finite number >= {lo:g}, got {v}")
+
+
+def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert_parallel: bool = False,
+             batch: int = 1, context: float = 4096, prefill=None, concurrency=None, input_len: float = 1024,
+             output_len: float = 128) -> RooflineResult:
+    """Seconds, HBM bytes and FLOPs of one decode iteration of ``model`` on ``device`` (and of a
+    prefill of ``prefill`` tokens), or with ``concurrency`` what a serving benchmark reports in
+    steady state (TTFT, TPOT, throughput)."""
+    from . import memory, serving
+    from . import roofline as rl
+    from .sizing import deployment
+
+    if batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {batch}")
+    _finite("context", context)
+    _finite("prefill", prefill)
+    _finite("input-len", input_len)
+    _finite("output-len", output_len, 1)
+    _finite("concurrency", concurrency, 1)
+    if gpus is not None and gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {gpus}")
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel)
+    ctx_held = input_len + output_len if concurrency is not None else context + (prefill or 0)
+    memory.require_fits(dep, concurrency if concurrency is not None else batch, ctx_held)
+    coef = rl.coefficients(dep)
+    head = {"model": dep.model.name, "device": dep.device.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,
+            "expert_dtype": dep.expert_precision, "engine": dep.engine.name, "expert_parallel": expert_parallel,
+            "fixed_latency_s_per_iteration": coef.fixed_s,
+            "weight_bytes": dep.weight_bytes, "kv_pool_bytes": memory.kv_pool_bytes(dep),
+            "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
+            "kv_capacity_sequences": memory.sequences_held(dep, ctx_held),  # none: unbounded
+            "kv_capacity_context": ctx_held}
+    if concurrency is not None:
+        pt = serving.serving_point(dep, concurrency, input_len, output_len)
+        return RooflineResult({**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
+                               "ttft_s": pt.ttft_s, "tpot_s": pt.itl_s, "itl_s": pt.itl_s,
+                               "output_tokens_per_s": pt.output_tok_s, "request_latency_s": pt.e2e_s,
+                               "decode_batch": pt.decode_batch, "prefill_iteration_fraction": pt.prefill_fraction},
+                              dep)
+    dec = rl.decode_step(dep, batch, context)
+    out = {
+        **head, "batch": batch, "context": context,
+        "decode_s_per_token": float(dec.seconds),
+        "decode_tokens_per_s_per_sequence": float(1.0 / dec.seconds),
+        "decode_tokens_per_s_total": float(batch / dec.seconds),
+        "hbm_bytes_per_decode_step": float(dec.hbm_bytes),
+        "flops_per_decode_step": float(dec.flops),
+        "decode_compute_s": float(dec.compute_s), "decode_memory_s": float(dec.memory_s),
+        "balance_batch": rl.balance_batch(dep, context),
+        "balance_batch_paper": float(rl.balance_batch_paper(dep)),
+        "regime": "compute-bound" if bool(dec.compute_bound) else "memory-bound",
+        "prefill_tokens": prefill, "prefill_s": None,
+    }
+    if prefill:
+        pre = rl.prefill(dep, prefill, context)
+        out.update(prefill_s=float(pre.seconds), prefill_hbm_bytes=float(pre.hbm_bytes), prefill_flops=float(pre.flops),
+                   prefill_regime="compute-bound" if bool(pre.compute_bound) else "memory-bound")
+    return RooflineResult(out, dep)
+
+
+class ValidationResult(Result):
+    """`costsim roofline validate`: every measured case predicted (``["cases"]``), the median
+    |error| and worst factor per group (``["summary"]``), and weak/strong step-time ratios
+    measured in one harness (``["pairs"]``); :meth:`to_frame` is the cases."""
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.data["cases"])
+
+
+def roofline_validate(file=None, *, engine=None, model=None, device=None, gpus: int = 1, dtype: str = "bf16",
+                      split=None) -> ValidationResult:
+    """Predicted against measured for every case of the shipped validation set, or of ``file``
+    (a validation TOML, or a `vllm bench serve --save-result` JSON with ``model``, ``device``,
+    ``gpus``, ``dtype``); ``engine``: cost every case with this engine profile instead of its
+    own; ``split``: only 'fit' or 'holdout' cases."""
+    from . import measured as v
+    from .profiles import load_engine
+
+    cases = v.load_cases(file, model=model, device=device, gpus=gpus, weight_dtype=dtype, engine="vllm")
+    if split:
+        if split not in ("fit", "holdout"):
+            raise ValueError("--split must be 'fit' or 'holdout'")
+        cases = [c for c in cases if c.split == split]
+    engines = None
+    if engine:
+        e = load_engine(engine)
+        engines = {c.engine: e for c in cases}
+    rows = v.evaluate(cases, engines)
+    return ValidationResult({"engine_override": engine, "cases": rows, "summary": v.summary(rows),
+                             "pairs": v.harness_pairs(rows)})
+
+
+def roofline_fit(file=None) -> Result:
+    """The engines' parameters fitted on the fit cases of the validation set (or of ``file``):
+    kernel latencies shared, scheduler overhead and bandwidth per engine."""
+    from . import measured as v
+
+    _, rep = v.fit_engines(v.load_cases(file))
+    return Result(rep)
+
+
+# --- traces -------------------------------------------------------------------------------------------
+
+
+class TraceStatsResult(Result):
+    """`costsim traces stats`: per trace, its steps, tokens, context growth, SpecAgent's chunks
+    and implied reviews (``["files"]``)."""
+
+    def to_frame(self):
+        """One row per task of every trace."""
+        import pandas as pd
+
+        return pd.DataFrame([{"trace": f["trace"], **row} for f in self.data["files"] for row in f["per_task"]])
+
+
+def trace_stats(traces, *, K=None, chunking=None, strict: bool = False, on_warning=None) -> TraceStatsResult:
+    """Steps, tokens, context growth, SpecAgent's chunk lengths (``chunking`` rule, chunks of at
+    most ``K`` steps) and implied reviews, per trace (files or shipped names)."""
+    from .config import CHUNKINGS, WORKLOAD
+    from .protocols.chunking import DEFAULT_CHUNKING, trace_stats as stats
+    from .traces import load
+
+    K = WORKLOAD.K if K is None else K
+    chunking = chunking or DEFAULT_CHUNKING
+    if chunking not in CHUNKINGS:
+        raise ValueError(f"--chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
+    files, warnings = [], Warnings(on_warning)
+    for name in [traces] if isinstance(traces, str) else traces:
+        res = load(name, strict=strict)
+        warnings.extend(res.warnings)
+        if not res.tasks:  # as import and replay refuse it
+            raise ValueError(f"{name}: no valid task ({len(res.warnings)} malformed line(s) skipped)")
+        try:
+            s = stats(res.tasks, K, chunking)
+        except ValueError as e:
+            raise ValueError(f"--{e}" if str(e).startswith(("K ", "chunking ")) else str(e)) from None
+        files.append({"trace": name, "header": res.header, "skipped_lines": len(res.warnings), **s})
+    return TraceStatsResult({"K": K, "chunking": chunking, "files": files}, warnings)
+
+
+class ListResult(Result):
+    """A list of named things (``["items"]``); :meth:`to_dict` is the list."""
+
+    def to_dict(self):
+        return to_jsonable(self.data["items"])
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.to_dict())
+
+
+def shipped_traces() -> ListResult:
+    """The traces shipped with costsim, usable by name: tasks, steps, domain and source of each."""
+    from .traces import load, shipped
+
+    rows = []
+    for name in shipped():
+        res = load(name)
+        h = res.header
+        rows.append({"name": name, "tasks": len(res.tasks), "steps": sum(len(t.steps) for t in res.tasks),
+                     "domain": h.get("domain", ""), "source": h.get("source", ""),
+                     "schema_version": h.get("schema_version")})
+    return ListResult({"items": rows})
+
+
+# --- profiles and protocols --------------------------------------------------------------------------------
+
+
+class ProfileResult(Result):
+    """One profile (device, engine, API or model): its fields, ``["sources"]`` naming where each
+    comes from; ``profile``: the object itself."""
+
+    def __init__(self, profile):
+        from dataclasses import asdict
+
+        super().__init__(asdict(profile))
+        self.profile = profile
+
+
+def hardware() -> Result:
+    """The shipped device, serving-engine and API profiles (``["devices"]``, ``["engines"]``,
+    ``["apis"]``: name -> profile)."""
+    from .profiles import load_api, load_device, load_engine, names
+
+    return Result({"devices": {n: load_device(n) for n in names("devices")},
+                   "engines": {n: load_engine(n) for n in names("engines")},
+                   "apis": {n: load_api(n) for n in names("apis")}})
+
+
+def hardware_show(name: str) -> ProfileResult:
+    """One device, engine or API profile by name or file (a device first)."""
+    from .profiles import ProfileError, load_api, load_device, load_engine
+
+    errors = []
+    for load in (load_device, load_engine, load_api):
+        try:
+            return ProfileResult(load(name))
+        except ProfileError as e:
+            errors.append(e)
+    raise errors[0]  # a device was the likeliest intent: list the known devices
+
+
+class MemoryResult(Result):
+    """What a model leaves of a device's memory for its KV cache; ``deployment``: what was
+    sized; ``sequences_text``: the capacity in sequences, in words."""
+
+    def __init__(self, data: dict, deployment, sequences_text: str):
+        super().__init__(data)
+        self.deployment, self.sequences_text = deployment, sequences_text
+
+
+def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, context: float = 4096) -> MemoryResult:
+    """What ``model`` leaves of ``device``'s memory (on ``gpus``, as many as hold it where not
+    given) for its KV cache, in tokens and in sequences of ``context`` tokens;
+    ``deployment``: what was sized."""
+    from . import memory
+    from .sizing import deployment
+
+    if not (context >= 0 and context < math.inf):
+        raise ValueError(f"--context must be a finite number >= 0, got {context}")
+    if gpus is not None and gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {gpus}")
+    dep = deployment(model, device, gpus, dtype, engine)
+    memory.require_fits(dep)
+    eng, m = dep.engine, dep.model
+    return MemoryResult({"device": dep.device.name, "model": m.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,
+                  "engine": eng.name, "memory_bytes": dep.memory_bytes, "weight_bytes": dep.weight_bytes,
+                  "reserve_bytes": dep.n_devices * eng.reserve_gb * 1e9, "memory_utilization": eng.memory_utilization,
+                  "kv_pool_bytes": memory.kv_pool_bytes(dep),
+                  "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
+                  "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
+                  "context": context, "kv_capacity_sequences": memory.sequences_held(dep, context)},  # none: unbounded
+                        dep, memory.sequences_text(memory.sequences_held(dep, context), context))
+
+
+def models() -> Result:
+    """The shipped model profiles (name -> profile)."""
+    from .profiles import load_model, names
+
+    return Result({n: load_model(n) for n in names("models")})
+
+
+def model(name: str) -> ProfileResult:
+    """One model profile by name, TOML file or Hugging Face ``config.json``."""
+    from .profiles import load_model
+
+    return ProfileResult(load_model(name))
+
+
+def protocols(names=None) -> Result:
+    """Each protocol (all, or ``names``): what it is, the options it fixes, and each option it
+    takes with its default, allowed values and help."""
+    from . import protocols as p
+
+    return Result({n: p.describe(n) for n in (names or p.PROTOCOLS)})
+
+
+# --- sweeps and figures -----------------------------------------------------------------------------------
+
+
+def sweep(grid, *, out="sweep.parquet", scheduler=None, workers=None, serial: bool = False, fresh: bool = False,
+          progress=None) -> Result:
+    """Every cell of a grid file (TOML: [base] settings, [grid] lists) into one table at ``out``
+    (.parquet), on Dask (a cluster at ``scheduler``, or a local one of ``workers``) or
+    ``serial``; finished cells are kept and skipped unless ``fresh``. ``progress(k)`` as cells finish."""
+    from . import sweep as sw
+
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    if scheduler and serial:
+        raise ValueError("--scheduler and --serial are exclusive")
+    cells = sw.load_grid(grid)
+    if progress:
+        progress(0, len(cells))
+    if fresh:
+        sw.clear(out)
+    return Result(sw.run(cells, out, scheduler=scheduler, workers=workers, serial=serial, progress=progress))
+
+
+def figures(out="figures", *, only=None, log=None) -> Result:
+    """Regenerate the committed figures (all, or those named in ``only``) and their index into
+    ``out``; ``log(line)`` as each is written. ``["figures"]``: name -> seconds it took."""
+    from . import figures as figs
+
+    done = figs.generate(out, only=only, log=log)
+    return Result({"out": str(out), "figures": {k: v["seconds"] for k, v in done.items()}})
+
+
+# --- live mode --------------------------------------------------------------------------------------------
+
+#: The options calibrate and validate share, as the flags name them: the endpoints (``weak``
+#: and ``strong`` are base URLs here), the call shapes, the requests.
+LIVE_OPTIONS = {"weak": None, "strong": None, "local": False, "api_key_env": None, "weak_api_key_env": None,
+                "strong_api_key_env": None, "K": None, "step_tokens": None, "obs_tokens": None, "verdict_tokens": None,
+                "chunk_tokens": None, "repair_tokens": None, "trace": None, "repeats": 3, "timeout": 120.0,
+                "retries": 3, "seed": 0, "model_dir": None}
+_SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens", "trace")
+
+
+def _live(command: str, options: dict) -> dict:
+    """The live options of ``command``, defaults filled in."""
+    _options(command, options, LIVE_OPTIONS)
+    return {**LIVE_OPTIONS, **options}
+
+
+def _shapes(o: dict):
+    from .live.probes import call_shapes
+
+    return call_shapes(o["local"], **{k: o[k] for k in _SHAPES})
+
+
+def _endpoints(o: dict):
+    """The run's two endpoints, a context manager (local servers started with ``local``)."""
+    from .live.endpoints import key_envs, open_endpoints
+
+    keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
+    return open_endpoints(o["weak"], o["strong"], o["local"], keys, o["timeout"], o["retries"], o["model_dir"],
+                          o["seed"])
+
+
+def _as_updates(progress, label: str):
+    """A ``(done, total)`` callback feeding ``progress(k, total, label)`` with the increments."""
+    if progress is None:
+        return None
+    last = [0]
+
+    def update(done, total=None):
+        progress(done - last[0], total, label)
+        last[0] = done
+    return update
+
+
+def _calibrated(weak, strong, w, o: dict, *, allow_cache=False, max_prompt_tokens=None, max_output_tokens=None,
+                probes=None, resume=False, progress=None, label="calibrating") -> dict:
+    """Measure both endpoints and fit (:func:`costsim.live.calibrate.run_calibration`); a run
+    that cannot finish is a ValueError (one line; its probes are kept)."""
+    from .live.calibrate import CalibrationRunError, run_calibration
+
+    try:
+        return run_calibration(weak, strong, w, repeats=o["repeats"], seed=o["seed"], allow_cache=allow_cache,
+                               max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
+                               probes_path=probes, resume=resume, progress=_as_updates(progress, label),
+                               local=o["local"])
+    except CalibrationRunError as e:
+        raise ValueError(str(e)) from None
+
+
+class CalibrationResult(Result):
+    """`costsim calibrate`: per endpoint, its fitted prefill and decode time per token and its
+    overhead (``["fits"]``), the ratios for the call shapes (``["ratios"]``), the server's own
+    cross-check; :meth:`toml` is the calibration file."""
+
+    def __init__(self, res: dict, source: str):
+        super().__init__(res, res["warnings"])
+        self.source = source
+
+    def toml(self) -> str:
+        """The calibration file (URLs without credentials, no API key)."""
+        from .live.calibrate import calibration_file
+
+        return calibration_file(self.data, self.source)
+
+    def to_dict(self) -> dict:
+        fits = {r: {**f.as_dict(), "ci95": f.ci95} for r, f in self.data["fits"].items()}
+        return to_jsonable({"workload": self.data["workload"], "fits": fits, "ratios": self.data["ratios"],
+                            "direct": self.data["direct"], "server": self.data["server"],
+                            "models": self.data["models"], "urls": self.data["urls"],
+                            "forced_decode": self.data["forced_decode"], "warnings": self.data["warnings"]})
+
+
+def calibrate(*, max_prompt_tokens=None, max_output_tokens=None, allow_cache: bool = False, resume: bool = False,
+              probes=None, progress=None, **options) -> CalibrationResult:
+    """Measure two OpenAI-compatible endpoints (``weak`` and ``strong`` URLs, or two local
+    llama.cpp servers with ``local``), fit prefill, decode and overhead per endpoint, and derive
+    kappa, v/d and rho for the call shapes. ``probes``: where the completed probes are kept as
+    they come (``resume``: go on from them). ``options``: :data:`LIVE_OPTIONS`."""
+    o = _live("calibrate", options)
+    for flag, v in (("--max-prompt-tokens", max_prompt_tokens), ("--max-output-tokens", max_output_tokens)):
+        if v is not None and v < 1:
+            raise ValueError(f"{flag} must be >= 1, got {v}")
+    w = _shapes(o)
+    with _endpoints(o) as (we, se):
+        res = _calibrated(we, se, w, o, allow_cache=allow_cache, max_prompt_tokens=max_prompt_tokens,
+                          max_output_tokens=max_output_tokens, probes=probes, resume=resume, progress=progress)
+    src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
+           f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
+    return CalibrationResult(res, src)
+
+
+def validate(p_accept: float, *, calibration=None, tasks=None, steps=None, save_calibration=None,
+             resume: bool = False, progress=None, **options) -> Result:
+    """Run SpecAgent for real (the weak endpoint drafts, the strong one reviews) and Strong-only
+    beside it, and put the measured L and strong tokens beside the predicted ones. The ratios
+    come from ``calibration`` (a file), or from a calibration made first in the same run (saved
+    to ``save_calibration`` where given). ``progress(k, total, label)`` for each stage."""
+    from .live.client import EndpointError
+    from .live.fit import ratios_for
+    from .live.validation import run_validation
+
+    o = _live("validate", options)
+    if not 0.0 <= p_accept <= 1.0:
+        raise ValueError(f"--p-accept must be in [0, 1], got {p_accept}")
+    if (o["K"] is not None and o["K"] < 1) or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
+        raise ValueError("--K, --tasks and --steps must be >= 1")
+    if resume and not save_calibration:
+        raise ValueError("--resume goes on from the probes of --save-calibration: give it too")
+    if o["chunk_tokens"] is not None:
+        raise ValueError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
+                         "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
+    if calibration and save_calibration:
+        raise ValueError("--save-calibration is for a run that calibrates; --calibration gives one already")
+    local, seed = o["local"], o["seed"]
+    tasks = tasks or (8 if local else 20)
+    w = _shapes(o)
+    steps = steps or (6 if local else 12)
+    ratios = src = None
+    if calibration:
+        ratios, src = ratios_for(calibration, w)
+    with _endpoints(o) as (we, se):
+        if ratios is None:
+            probes = save_calibration + ".probes.json" if save_calibration else None
+            res = _calibrated(we, se, w, o, probes=probes, resume=resume, progress=progress,
+                              label="calibrating (same run)")
+            ratios, src = res["ratios"]["time"], "a calibration in this run"
+            if save_calibration:
+                from .files import write_atomic
+                from .live.calibrate import calibration_file
+
+                write_atomic(save_calibration,
+                             calibration_file(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
+                src = f"a calibration in this run, saved to {save_calibration}"
+        try:
+            out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed,
+                                 progress=_as_updates(progress, "validating"))
+        except EndpointError as e:
+            raise ValueError(str(e)) from None
+        out["urls"] = {"weak": we.url, "strong": se.url}
+    out["calibration"] = src
+    return Result(out)
+
+
+def serve_local(*, weak_port: int = 0, strong_port: int = 0, threads=None, seed: int = 0, model_dir=None,
+                weak_size: str = "weak", strong_size: str = "strong") -> "LocalServersResult":
+    """Start two local llama.cpp servers with generated Llama models (:class:`LocalServersResult`;
+    its :meth:`~LocalServersResult.stop` stops them)."""
+    from .live.gguf_model import SIZES, ModelShape
+    from .live.local import LocalServerError, LocalServers
+
+    for name, port in (("--weak-port", weak_port), ("--strong-port", strong_port)):
+        if not 0 <= port <= 65535:
+            raise ValueError(f"{name} must be in 0..65535, got {port}")
+    try:
+        local = LocalServers(weak_size, strong_size, seed=seed, model_dir=model_dir, threads=threads,
+                             ports=(weak_port, strong_port)).start()
+    except LocalServerError as e:
+        raise ValueError(str(e)) from None
+    return LocalServersResult(local, {role: ModelShape(**SIZES[local.sizes[role]]).n_params() for role in local.servers})
+
+
+class LocalServersResult(Result):
+    """Two local llama.cpp servers, running: ``["servers"]`` role -> server (its ``url``,
+    ``alive()``), ``["params"]`` role -> its model's parameters; :meth:`stop` stops both."""
+
+    def __init__(self, local, params: dict):
+        super().__init__({"servers": local.servers, "params": params})
+        self.local = local
+
+    def stop(self) -> None:
+        self.local.stop()

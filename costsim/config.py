@@ -1,16 +1,10 @@
-"""Every default, once, with its source; and one scenario from settings.
+"""Every default, limit and protocol option, once, with its source: data, not code.
 
-The defaults: the workload shape (:class:`Workload`), the deployment (:class:`Deployments`) and
-each protocol's options (one frozen dataclass per protocol, indexed by :data:`OPTIONS`). Every
-other module, and the CLI's help, names them from here; nothing here imports numpy.
-
-:func:`build_scenario` makes what `simulate`, `replay`, `capacity` and `sweep` all run. Its
-settings are plain values keyed by :class:`costsim.sim.Scenario` field names, plus the
-deployment keys of :func:`costsim.predict.deployments` (:data:`DEPLOY_KEYS`), latencies as the
-strings :meth:`costsim.sim.Latency.parse` reads, ``protocols`` as names (a comma-separated
-string or a list), ``options`` as a table or ``NAME=VALUE`` strings (values read as TOML
-scalars), and ``calibration`` as the path of a `costsim calibrate` file; a setting not given
-takes the Scenario's default.
+The defaults: the workload shape (:class:`Workload`), the deployment (:class:`Deployments`),
+edge-cloud's (:class:`EdgeCloud`), what plan searches (:class:`PlanSearch`), the limits any
+input is held to (``MAX_*``), and each protocol's options (one frozen dataclass per protocol,
+indexed by :data:`OPTIONS`). Every other module, and the CLI's help, names them from here.
+This module imports nothing of costsim (and no numpy): the CLI reads it at start-up.
 """
 
 from __future__ import annotations
@@ -159,7 +153,7 @@ def option(default, help: str, choices: tuple = ()):
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
-#: SpecAgent's chunking rules (``costsim.traces.stats.chunk_end``; docs/protocols.md).
+#: SpecAgent's chunking rules (``costsim.protocols.chunking.chunk_end``; docs/protocols.md).
 CHUNKINGS = ("messages-end", "messages-pass", "writes-only", "writes+final", "hold-messages")
 
 
@@ -306,125 +300,8 @@ DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", 
                "engine", "weak_engine", "expert_parallel")
 LATENCY_KEYS = ("tool_latency", "user_latency")
 
-
-def scenario_keys() -> set[str]:
-    """The settings that are Scenario fields taken as they are."""
-    from dataclasses import fields
-
-    from .sim.run import Scenario
-
-    return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", "step_scale_source",
-                                              *LATENCY_KEYS}
-
-
-def setting_keys() -> set[str]:
-    """Every key :func:`build_scenario` takes."""
-    return scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
-
-
-def build_scenario(settings: dict, tasks=None):
-    """The validated :class:`~costsim.sim.Scenario` of ``settings`` (None values: the default).
-    ValueError (one line) for anything wrong; unknown keys are refused. ``tasks``: the tasks it
-    will run; where neither step scale is set and their steps name the scenario's two models,
-    the scales are the trace's own (:func:`costsim.traces.stats.step_scales`)."""
-    from .predict import deployments
-    from .sim.agent import Latency
-    from .sim.run import PROTOCOL_OPTIONS, Scenario, validate
-
-    settings = {k: v for k, v in settings.items() if v is not None}
-    unknown = sorted(set(settings) - setting_keys())
-    if unknown:
-        raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
-    if "options" in settings:
-        # An option that is a field of the scenario (K, rho, the rates...) sets that field: one
-        # value, checked and reported as the field is.
-        opts = parse_options(settings.pop("options"))
-        for k, v in opts:
-            if k in PROTOCOL_OPTIONS and v is not None:  # none: the field's default
-                if k in settings:
-                    raise ValueError(f"--option {k} is given twice: by its own setting and by --option")
-                settings[k] = v
-        settings["options"] = tuple((k, v) for k, v in opts if k not in PROTOCOL_OPTIONS)
-    fields = scenario_keys()
-    kw = {k: v for k, v in settings.items() if k in fields}
-    if settings.get("protocols") is not None:
-        names = settings["protocols"]
-        names = tuple(x.strip() for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)
-        if not names:
-            raise ValueError("--protocols names no protocol")
-        if names:
-            kw["protocols"] = names + tuple(API_BILLED[n] for n in names if n in API_BILLED and API_BILLED[n] not in names)
-    for k in LATENCY_KEYS:
-        if k in settings:
-            kw[k] = Latency.parse(settings[k])
-    if "options" in settings:
-        kw["options"] = settings["options"]
-    if "calibration" in settings:
-        kw["calibration"] = calibration_fits(settings["calibration"])
-    strong, weak = deployments(**{k: settings[k] for k in DEPLOY_KEYS if k in settings})
-    if {"strong_step_scale", "weak_step_scale"} & set(settings):
-        kw["step_scale_source"] = "given"
-    elif tasks is not None:
-        from .traces.stats import step_scales
-
-        found = step_scales(tasks, (strong.model.name, strong.model.display_name),
-                            (weak.model.name, weak.model.display_name))
-        if found:
-            kw.update(strong_step_scale=found["strong_step_scale"], weak_step_scale=found["weak_step_scale"],
-                      step_scale_source=found["source"])
-    try:
-        sc = Scenario(strong=strong, weak=weak, **kw)
-    except TypeError as e:
-        raise ValueError(str(e)) from None
-    validate(sc)
-    return sc
-
-
-def parse_options(options) -> tuple:
-    """Protocol options as ``((name, value), ...)``: from a table (sorted by name), pairs, or
-    ``NAME=VALUE`` strings in their order, values read as TOML scalars (numbers, true/false,
-    quoted or bare strings; a bare ``none`` is None). In every form a name given twice is
-    refused and a whole-number float of a count is the count (TOML's 3.0 is 3)."""
-    import tomllib
-
-    if isinstance(options, dict):
-        pairs = sorted(options.items())
-    elif isinstance(options, tuple) and all(isinstance(o, tuple) and len(o) == 2 for o in options):
-        pairs = list(options)
-    elif isinstance(options, str) or not isinstance(options, (list, tuple)):
-        raise ValueError("options must be a table of protocol options")
-    else:
-        pairs = []
-        for item in options:
-            name, eq, raw = str(item).partition("=")
-            name = name.strip().replace("-", "_")
-            if not eq or not name.isidentifier():
-                raise ValueError(f"--option {item!r}: expected NAME=VALUE")
-            try:
-                value = tomllib.loads(f"v = {raw.strip()}")["v"]
-            except tomllib.TOMLDecodeError:
-                value = raw.strip()
-                if value.lower() == "none":  # TOML has no null: the word stands for "none" (max_span=none)
-                    value = None
-            pairs.append((name, value))
-    out = []
-    for name, value in pairs:
-        if any(n == name for n, _ in out):
-            raise ValueError(f"--option {name} is given twice")
-        if (type(value) is float and value.is_integer() and name in OPTIONS
-                and OPTIONS[name][1].type.startswith("int")):
-            value = int(value)
-        out.append((name, value))
-    return tuple(out)
-
-
-def calibration_fits(path) -> tuple:
-    """The measured endpoint fits of a calibration file for a Scenario (() without one)."""
-    if not path:
-        return ()
-    from .calibration import CalibrationError, endpoint_fits, load_calibration
-
-    try:
-        return endpoint_fits(load_calibration(path))
-    except CalibrationError as e:
-        raise ValueError(str(e)) from None
+#: The scenario options as the commands name them (``--p-accept`` is ``p_accept``), where the
+#: scenario's setting has another name.
+OPTION_SETTINGS = {"p_accept": "p", "network_rtt": "network_rtt_s", "spec_hit": "spec_hit_rate",
+                   "self_spec_hit": "self_spec_hit_rate", "api_ttft": "api_ttft_s", "api_tps": "api_output_tps",
+                   "option": "options"}

@@ -1,6 +1,6 @@
 """A generic Dask runner: a function over independent items, on a cluster or a local one.
 
-Sweeps (:mod:`costsim.sweep`) and plan's screen (:mod:`costsim.plan`) hand it their own
+Sweeps (:mod:`costsim.sweep`) and plan's screen (:mod:`costsim.planner`) hand it their own
 function; it knows nothing of either. Dask is imported only when it runs.
 """
 

@@ -36,7 +36,7 @@ def tau2_benchmarks() -> dict:
 
 def _replay(trace: str):
     """``((strong, weak), tasks)``: the default deployments and a shipped trace's tasks with steps."""
-    from .predict import deployments
+    from .sizing import deployments
     from .traces import load
 
     return deployments(), [t for t in load(trace).tasks if t.steps]
@@ -47,9 +47,9 @@ def chunking_ratios(rules=None, p: float = TAU2_P, K: int = TAU2_K) -> dict:
     under each chunking rule — the exact twin's expectations (one session, default
     deployments): strong calls ratio, decoded strong-token share, committed steps per review,
     HBM and wall ratios — beside the paper's strong-call ratio."""
-    from .sim import Scenario
-    from .sim.twin import ratios
-    from .traces.stats import CHUNKINGS
+    from .scenario import Scenario
+    from .twin import ratios
+    from .config import CHUNKINGS
 
     out = {}
     for trace, b in tau2_benchmarks().items():
@@ -70,7 +70,7 @@ def chunking_ratios(rules=None, p: float = TAU2_P, K: int = TAU2_K) -> dict:
 
 def closest_chunking(table: dict) -> str:
     """The rule whose worst log-ratio miss of the paper's strong-call ratio over the traces is
-    smallest: what :data:`costsim.traces.stats.DEFAULT_CHUNKING` was chosen by."""
+    smallest: what :data:`costsim.protocols.chunking.DEFAULT_CHUNKING` was chosen by."""
     rules = next(iter(table.values()))
 
     def worst(rule):
@@ -83,7 +83,8 @@ def agentcollab_calls_ratio(escalate_p: float, seeds=range(8), trace: str = "tau
     """AgentCollab's strong calls over Strong-only's on ``trace`` at no-progress rate
     ``escalate_p`` (default deployments and options; simulated, summed over ``seeds``: the
     escalations are random)."""
-    from .sim import Scenario, simulate
+    from .scenario import Scenario
+    from .sim import simulate
 
     (s, w), tasks = _replay(trace)
     calls = {"strong-only": 0.0, "agentcollab": 0.0}
@@ -115,8 +116,8 @@ def implied_strong_step_scale(trace: str = "tau2-airline", p: float = TAU2_P, K:
     Kappa is a ratio of *step* times: a thinking strong model makes strong steps longer and
     kappa smaller at the same decode speeds. Returns the scale (None where even 64x does not
     reach the paper's wall), the wall ratio at scale 1, and the target."""
-    from .sim import Scenario
-    from .sim.twin import ratios
+    from .scenario import Scenario
+    from .twin import ratios
 
     (s, w), tasks = _replay(trace)
     target = tau2_benchmarks()[trace]["wall"]

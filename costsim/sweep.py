@@ -19,7 +19,7 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-from .config import setting_keys
+from .scenario import setting_keys
 from .distributed import run_dask
 from .files import code_digest, read_text, write_atomic
 
@@ -120,7 +120,7 @@ def _sha256(path: str, mtime_ns: int, size: int) -> str:
 
 
 def _scenario(cell: dict):
-    from .config import build_scenario
+    from .scenario import build_scenario
 
     return build_scenario({k: v for k, v in cell.items() if k not in TASK_KEYS})
 
@@ -197,6 +197,14 @@ def _finished(out) -> dict:
             except Exception:  # a part cut short by the interruption: compute the cell again
                 p.unlink()
     return done
+
+
+def clear(out) -> None:
+    """Drop a sweep table and its finished cells, so that every cell is computed again; a file
+    that is not a sweep table is refused (ValueError), not deleted."""
+    _finished(out)
+    for p in (Path(out), *_parts_dir(out).glob("*.parquet")):
+        p.unlink(missing_ok=True)
 
 
 def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | None = None,

@@ -7,7 +7,8 @@ import pytest
 from costsim import roofline
 from costsim.cli.main import main
 from costsim.profiles import Deployment, load_device, load_model
-from costsim.sim import Scenario, simulate
+from costsim.scenario import Scenario
+from costsim.sim import simulate
 from costsim.traces.schema import Step, Task
 
 CALIB = """[calibration]

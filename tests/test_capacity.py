@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costsim import capacity as cap
+from costsim import fleet_cost
+from costsim import capacity_search as cap
 from costsim.cli.main import main as _main
 from costsim.profiles import Deployment, load_device, load_model
-from costsim.sim import Scenario, simulate
+from costsim.scenario import Scenario
+from costsim.sim import simulate
 from costsim.traces.synthetic import Shape, generate
 
 SHORT = Shape(steps_mean=6.0, initial_context=1500)
@@ -70,8 +72,8 @@ def test_replicas_are_monotone_in_task_rate_for_any_cell(strong, weak, cell_rate
 def test_planned_replicas_are_monotone_in_task_rate(small, r1, r2):
     tasks, sc, srch, cells = small
     lo, hi = sorted((r1, r2))
-    a = cap.plan(tasks, sc, lo, tuple(cells), srch, cells=cells)["protocols"]
-    b = cap.plan(tasks, sc, hi, tuple(cells), srch, cells=cells)["protocols"]
+    a = cap.size_for_rate(tasks, sc, lo, tuple(cells), srch, cells=cells)["protocols"]
+    b = cap.size_for_rate(tasks, sc, hi, tuple(cells), srch, cells=cells)["protocols"]
     for name in cells:
         assert a[name]["strong_replicas"] <= b[name]["strong_replicas"]
         assert a[name]["weak_replicas"] <= b[name]["weak_replicas"]
@@ -106,7 +108,7 @@ def test_whole_fleet_simulated_at_once_meets_the_target(small):
     # round-robin over all replicas) and check the latency target holds there too.
     tasks, sc, srch, cells = small
     rate = 2.5 * cells["specagent"].rate
-    res = cap.plan(tasks, sc, rate, ("specagent",), srch, cells=cells)["protocols"]["specagent"]
+    res = cap.size_for_rate(tasks, sc, rate, ("specagent",), srch, cells=cells)["protocols"]["specagent"]
     S, W = res["strong_replicas"], res["weak_replicas"]
     assert S >= 3 and W >= S
     many = generate(int(3 * rate * srch.latency_p95_s) + 1, seed=5, shape=SHORT)
@@ -120,7 +122,7 @@ def test_whole_fleet_simulated_at_once_meets_the_target(small):
 
 def test_sessions_follow_littles_law(small):
     tasks, sc, srch, cells = small
-    res = cap.plan(tasks, sc, 0.5, ("strong-only",), srch, cells=cells)["protocols"]["strong-only"]
+    res = cap.size_for_rate(tasks, sc, 0.5, ("strong-only",), srch, cells=cells)["protocols"]["strong-only"]
     assert res["sessions_in_flight"] == pytest.approx(0.5 * res["latency_mean_s"])
     assert res["sessions_per_strong_replica"] == pytest.approx(res["sessions_in_flight"] / res["strong_replicas"])
     # The operating point is judged as a probe is: on arrivals that span steady_spans of its p95.
@@ -132,7 +134,7 @@ def test_unreachable_target_is_reported_not_planned():
     s, w = deps()
     tasks = generate(30, seed=1, shape=SHORT)
     sc = Scenario(strong=s, weak=w)
-    res = cap.plan(tasks, sc, 1.0, ("strong-only",), cap.Search(latency_p95_s=0.5))["protocols"]["strong-only"]
+    res = cap.size_for_rate(tasks, sc, 1.0, ("strong-only",), cap.Search(latency_p95_s=0.5))["protocols"]["strong-only"]
     assert res["feasible"] is False and res["strong_replicas"] is None and res["cost_per_1k_tasks"] is None
     assert "uncontended task latency p95" in res["reason"]
 
@@ -162,15 +164,15 @@ def test_batch_past_balance_point_is_flagged():
     srch = cap.Search(latency_p95_s=10_000.0)
     loose = {"strong-only": cap.Cell("strong-only", 1, 0, 1.0, True, 0.0, 0.0)}
     sc = Scenario(strong=Deployment(load_model("llama-3.1-70b"), load_device("h20"), 4, "bf16"), weak=weak)
-    res = cap.plan(tasks, sc, 1.0, ("strong-only",), srch, cells=loose)
+    res = cap.size_for_rate(tasks, sc, 1.0, ("strong-only",), srch, cells=loose)
     r = res["protocols"]["strong-only"]
     assert 37 < res["balance_batch"] < res["kv_limit_sequences"]
     assert r["strong_batch"] > res["balance_batch"] and r["past_balance_point"] is True and "compute" in r["bound_by"]
-    calm = cap.plan(tasks, sc, 0.01, ("strong-only",), srch, cells=loose)["protocols"]["strong-only"]
+    calm = cap.size_for_rate(tasks, sc, 0.01, ("strong-only",), srch, cells=loose)["protocols"]["strong-only"]
     assert calm["strong_batch"] < res["balance_batch"] and calm["past_balance_point"] is False
     assert calm["bound_by"] == "latency target"
     two = replace(sc, strong=Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16"))
-    tight = cap.plan(tasks, two, 1.0, ("strong-only",), srch, cells=loose)
+    tight = cap.size_for_rate(tasks, two, 1.0, ("strong-only",), srch, cells=loose)
     t = tight["protocols"]["strong-only"]
     assert tight["kv_limit_sequences"] < tight["balance_batch"]
     assert t["bound_by"] == "KV memory" and t["past_balance_point"] is False
@@ -181,7 +183,7 @@ def test_batch_past_balance_point_is_flagged():
 
 def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     s, w = deps("h100")
-    c = cap.cost(s, w, strong=2, weak=3, task_rate=0.5)
+    c = fleet_cost.costs(s, w, strong=2, weak=3, task_rate=0.5)
     hours = 1000 / 0.5 / 3600
     assert c["gpu_hours_per_1k_tasks"] == pytest.approx(5 * hours)
     assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.99)
@@ -189,17 +191,17 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     from dataclasses import replace
 
     s20, w20 = deps("h20")
-    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0)  # priced: CompShare's list price
+    c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0)  # priced: CompShare's list price
     assert c["cost_per_1k_tasks"] == pytest.approx(2 * 1000 / 3600 * 1.06)
 
     def unpriced(d):
         return replace(d, device=replace(d.device, price_per_hour_usd=None))
     s20, w20 = unpriced(s20), unpriced(w20)
-    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0)
+    c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0)
     assert c["cost_per_1k_tasks"] is None and "h20" in c["cost_note"]
-    c = cap.cost(s20, w20, strong=1, weak=1, task_rate=1.0, strong_price=2.0, weak_price=1.0)
+    c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0, strong_price=2.0, weak_price=1.0)
     assert c["cost_per_1k_tasks"] == pytest.approx(3.0 * 1000 / 3600)
-    c = cap.cost(s20, w20, strong=0, weak=2, task_rate=1.0, api_cost_per_task=0.01, weak_price=1.0)
+    c = fleet_cost.costs(s20, w20, strong=0, weak=2, task_rate=1.0, api_cost_per_task=0.01, weak_price=1.0)
     assert c["cost_per_1k_tasks"] == pytest.approx(2.0 * 1000 / 3600 + 10.0)
 
 
@@ -207,16 +209,15 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
 
 
 def test_parse_rate_and_seconds():
-    from costsim.cli.capacity_cmd import parse_rate, parse_seconds
-    from costsim.cli._common import UserError
+    from costsim.units import parse_rate, parse_seconds
 
     assert parse_rate("2/s") == 2 and parse_rate("120/min") == 2 and parse_rate("7200 / h") == 2
     assert parse_rate("0.5") == 0.5
     assert parse_seconds("60s") == 60 and parse_seconds("1.5min") == 90 and parse_seconds("500ms") == 0.5
     for bad in ("fast", "2/fortnight", "0/s", "-1/s"):
-        with pytest.raises(UserError):
+        with pytest.raises(ValueError, match="--task-rate"):
             parse_rate(bad)
-    with pytest.raises(UserError):
+    with pytest.raises(ValueError, match="--latency-p95"):
         parse_seconds("soon")
 
 
@@ -254,7 +255,7 @@ def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
     s, w = deps()
     tasks = generate(40, seed=6, shape=SHORT)
     sc = Scenario(strong=s, weak=w, api="glm-5")
-    res = cap.plan(tasks, sc, 0.1, ("edge-cloud", "cloud-strong-only"), cap.Search(latency_p95_s=600.0, rel_tol=0.2))
+    res = cap.size_for_rate(tasks, sc, 0.1, ("edge-cloud", "cloud-strong-only"), cap.Search(latency_p95_s=600.0, rel_tol=0.2))
     edge, cloud = res["protocols"]["edge-cloud"], res["protocols"]["cloud-strong-only"]
     assert edge["strong_replicas"] == 0 and edge["weak_replicas"] >= 1 and edge["gpus"]["strong"] == 0
     assert "rtx-5090.toml" in edge["price_sources"]["weak"]

@@ -8,6 +8,7 @@ import pytest
 
 from costsim import config, protocols
 from costsim.config import OPTIONS, check_option
+from costsim.scenario import build_scenario, parse_options
 
 
 def test_every_option_a_protocol_takes_is_declared_once_with_the_default_it_has():
@@ -26,8 +27,8 @@ def test_every_option_a_protocol_takes_is_declared_once_with_the_default_it_has(
 
 
 def test_the_scenario_defaults_its_protocol_options_to_their_declarations():
-    from costsim.sim import Scenario
-    from costsim.sim.run import PROTOCOL_OPTIONS
+    from costsim.scenario import Scenario
+    from costsim.scenario import PROTOCOL_OPTIONS
 
     fields = {f.name: f.default for f in dataclasses.fields(Scenario)}
     for opt in PROTOCOL_OPTIONS:
@@ -94,7 +95,6 @@ def test_the_cli_flags_of_protocol_options_show_their_declared_help(capsys):
 
 def test_a_default_as_costsim_protocols_prints_it_is_taken_by_option(capsys):
     from costsim.cli.main import main
-    from costsim.config import parse_options
 
     assert main(["protocols", "speculative-actions", "agentcollab"]) == 0
     lines = {line.split()[1]: line.split()[2] for line in capsys.readouterr().out.splitlines()
@@ -109,30 +109,30 @@ def test_a_default_as_costsim_protocols_prints_it_is_taken_by_option(capsys):
 
 def test_an_option_that_is_a_scenario_field_sets_that_field():
     # One value, checked and reported as the field is: --option K=3 is --K 3.
-    assert config.build_scenario({"options": ["K=3"]}) == config.build_scenario({"K": 3})
-    assert config.build_scenario({"options": ["K=3.0", "false_accept=0.25"]}) == \
-        config.build_scenario({"K": 3, "false_accept": 0.25})
+    assert build_scenario({"options": ["K=3"]}) == build_scenario({"K": 3})
+    assert build_scenario({"options": ["K=3.0", "false_accept=0.25"]}) == \
+        build_scenario({"K": 3, "false_accept": 0.25})
     with pytest.raises(ValueError, match="given twice"):
-        config.build_scenario({"K": 3, "options": ["K=4"]})
+        build_scenario({"K": 3, "options": ["K=4"]})
     with pytest.raises(ValueError, match=r"--escalate-p must be in \[0, 1\]"):
-        config.build_scenario({"protocols": "agentcollab", "options": ["escalate_p=1.5"]})
+        build_scenario({"protocols": "agentcollab", "options": ["escalate_p=1.5"]})
 
 
 def test_an_ablations_fixed_option_cannot_be_set():
     with pytest.raises(ValueError, match="specagent-hold-responses fixes chunking=hold-messages"):
-        config.build_scenario({"protocols": "specagent-hold-responses", "options": ["chunking=writes-only"]})
+        build_scenario({"protocols": "specagent-hold-responses", "options": ["chunking=writes-only"]})
     # SpecAgent itself takes it, beside the ablation that fixes it.
-    sc = config.build_scenario({"protocols": "specagent,specagent-hold-responses", "options": ["chunking=writes-only"]})
+    sc = build_scenario({"protocols": "specagent,specagent-hold-responses", "options": ["chunking=writes-only"]})
     assert sc.options == (("chunking", "writes-only"),)
 
 
 def test_a_whole_number_given_as_a_float_is_read_as_the_count_it_is():
-    assert config.parse_options(["spec_depth=2.0", "escalation_growth=2.0"]) == (("spec_depth", 2), ("escalation_growth", 2.0))
-    assert type(config.parse_options(["spec_depth=2.0"])[0][1]) is int
+    assert parse_options(["spec_depth=2.0", "escalation_growth=2.0"]) == (("spec_depth", 2), ("escalation_growth", 2.0))
+    assert type(parse_options(["spec_depth=2.0"])[0][1]) is int
 
 
 def test_options_as_a_table_or_pairs_follow_the_same_rules():
-    assert config.build_scenario({"options": {"K": 4.0}}).K == 4
-    assert config.build_scenario({"options": (("K", 4.0),)}).K == 4
-    assert config.build_scenario({"options": ["K=none"]}).K == config.SpecAgentOptions.K  # none: the default
-    assert config.parse_options({"spec_depth": 2.0}) == (("spec_depth", 2),)
+    assert build_scenario({"options": {"K": 4.0}}).K == 4
+    assert build_scenario({"options": (("K", 4.0),)}).K == 4
+    assert build_scenario({"options": ["K=none"]}).K == config.SpecAgentOptions.K  # none: the default
+    assert parse_options({"spec_depth": 2.0}) == (("spec_depth", 2),)

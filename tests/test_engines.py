@@ -62,7 +62,7 @@ def test_every_engine_figure_has_a_source():
 
 
 def test_default_engine_is_vllm_and_named_in_deployments():
-    from costsim.predict import deployments
+    from costsim.sizing import deployments
 
     s, w = deployments()
     assert s.engine.name == w.engine.name == "vllm"

@@ -171,7 +171,7 @@ def test_command_only_and_errors(tmp_path, capsys):
 
 
 def test_matplotlib_is_imported_only_when_drawing():
-    code = ("import sys, costsim.cli.main, costsim.figures, costsim.capacity; "
+    code = ("import sys, costsim.cli.main, costsim.figures, costsim.capacity_search; "
             "print('matplotlib' in sys.modules)")
     # Outside the checkout: "-c" puts the working directory first on sys.path.
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

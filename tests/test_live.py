@@ -26,7 +26,7 @@ from costsim.live.client import public_url
 from costsim.live.client import Endpoint, EndpointError
 from costsim.live.fit import FitError, derive_ratios, fit_endpoint
 from costsim.live.probes import LOCAL_SHAPES, CallShapes, make_probes
-from costsim.live.validate import StratifiedReviews, interleave, predicted, Tally
+from costsim.live.validation import StratifiedReviews, interleave, predicted, Tally
 
 # --- /metrics ----------------------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ class _Recorder:
 def test_validation_runs_the_simulators_schedules_with_these_shapes(p):
     import random
 
-    from costsim.live.validate import drive, workload_task
+    from costsim.live.validation import drive, workload_task
     from costsim.protocols import specagent, strong_only
 
     w = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=3)

@@ -12,13 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costsim import capacity as cap
-from costsim import plan as P
+from costsim import fleet_cost
+from costsim import capacity_search as cap
+from costsim import planner as P
+from costsim.planner import recommendation, screening
 from costsim.config import PLAN_SEARCH
 from costsim.cli.main import main
-from costsim.predict import deployments
-from costsim.sim import Scenario
-from costsim.sim.twin import call_weights, expected_rows, rows_of_weights
+from costsim.sizing import deployments
+from costsim.scenario import Scenario
+from costsim.twin import call_weights, expected_rows, rows_of_weights
 from costsim.traces.synthetic import generate
 
 TRACE = Path(__file__).resolve().parents[1] / "traces" / "tau2-airline.jsonl"
@@ -90,7 +92,7 @@ def test_fleet_cost_is_monotone_in_task_rate_and_target(screens, r1, r2, t1, t2,
     (r1, r2), (t1, t2) = sorted((r1, r2)), sorted((t1, t2))
 
     def per_hour(rate, target):
-        s = scr.plan(rate, target, usd)
+        s = scr.cheapest_fleet(rate, target, usd)
         return s.cost_per_1k * rate * 3.6 if s.feasible else math.inf
     assert per_hour(r1, t2) <= per_hour(r2, t2) * (1 + 1e-9)
     assert per_hour(r2, t2) <= per_hour(r2, t1) * (1 + 1e-9)
@@ -104,16 +106,16 @@ def test_pareto_front_keeps_only_the_undominated():
 
 
 def test_prices_have_their_sources_dates_and_ages():
-    t = P.prices(["h100-sxm", "h20"], {"h20": 0.9}, today=dt.date(2026, 12, 1))
+    t = fleet_cost.prices(["h100-sxm", "h20"], {"h20": 0.9}, today=dt.date(2026, 12, 1))
     assert t["h20"] == {"usd_per_gpu_hour": 0.9, "source": "--price", "date": None, "age_days": None}
     h = t["h100-sxm"]
     # The date the price used was read (price_date), not the latest date its source text names.
     assert h["usd_per_gpu_hour"] == 3.99 and h["date"] == "2026-10-19" and h["age_days"] == 43
-    assert P.prices(["h200"], today=dt.date(2026, 12, 1))["h200"]["date"] == "2026-10-07"
-    assert P.parse_prices(["H100=2.5", "b200=6/h"]) == {"h100-sxm": 2.5, "b200": 6.0}
+    assert fleet_cost.prices(["h200"], today=dt.date(2026, 12, 1))["h200"]["date"] == "2026-10-07"
+    assert fleet_cost.parse_prices(["H100=2.5", "b200=6/h"]) == {"h100-sxm": 2.5, "b200": 6.0}
     for bad in ("h100", "h100=-1", "h100=x", "=3"):
         with pytest.raises(ValueError, match="--price"):
-            P.parse_prices([bad])
+            fleet_cost.parse_prices([bad])
 
 
 def test_configurations_cover_devices_parallelism_and_K():
@@ -219,9 +221,9 @@ def test_edge_cloud_plans_pay_the_api_per_token_and_their_weak_replicas_by_the_h
     sim = simulate(TASKS[:60], P.scenario_of(base, cfgs[1]))
     assert cloud.api_cost == pytest.approx(np.mean([r["api_cost_usd"] for r in sim]), rel=1e-12)
     usd = {"rtx-5090": 0.69}
-    c = cloud.plan(0.5, 1e4, usd)
+    c = cloud.cheapest_fleet(0.5, 1e4, usd)
     assert c.feasible and c.gpus == 0 and c.cost_per_1k == pytest.approx(1000 * cloud.api_cost)
-    e = edge.plan(0.5, 1e4, usd)
+    e = edge.cheapest_fleet(0.5, 1e4, usd)
     assert e.feasible and e.strong_replicas == 0 and e.weak_replicas >= 1
     gpu_part = e.weak_replicas * 0.69 * 1000 / (0.5 * 3600)
     assert e.cost_per_1k == pytest.approx(gpu_part + 1000 * edge.api_cost)
@@ -253,7 +255,7 @@ def test_the_screen_on_dask_is_the_screen_in_process(tmp_path):
     base = _base("h200")
     cfgs = P.configurations(load_model("qwen3.5-397b-a17b"), load_model("qwen3.5-4b"), devices=("h200", "b200"),
                             Ks=(2, 6))
-    prices = P.prices(["h200", "b200"])
+    prices = fleet_cost.prices(["h200", "b200"])
     here = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices)
     there = P.search(TASKS[:60], base, 1.0, 90.0, cfgs, prices, workers=2, state=P.State(tmp_path))
     key = [(s.config, s.feasible, s.strong_replicas, s.weak_replicas, s.cost_per_1k, s.p95_s) for s in here]
@@ -294,25 +296,25 @@ def test_a_plan_run_again_with_its_state_resumes_and_gives_the_same_answer(tmp_p
     s, w = deployments()
     base = Scenario(strong=s, weak=w, p=0.8, K=6)
     cfgs = P.configurations(s.model, w.model, ("h200", "b200"), ("strong-only", "specagent"), (4, 6))
-    prices = P.prices(["h200", "b200"])
+    prices = fleet_cost.prices(["h200", "b200"])
     args = (TASKS[:60], base, 1.0, 90.0, cfgs, prices)
-    first = P.plan(*args, confirm_top=2, state=tmp_path / "st")
+    first = P.recommend(*args, confirm_top=2, state=tmp_path / "st")
     pieces = sorted(p.name for p in (tmp_path / "st").glob("*.pkl"))
     assert len(pieces) == 3 + 2 and first["resumed"]["pieces"] == 0  # 3 (protocol, K) screens, 2 confirmations
 
     def no_work(*a, **k):
         raise AssertionError("a kept piece was computed again")
-    monkeypatch.setattr(P, "_screen_chunk", no_work)
-    monkeypatch.setattr(P, "confirm", no_work)
-    again = P.plan(*args, confirm_top=2, state=tmp_path / "st")
+    monkeypatch.setattr(screening, "_screen_chunk", no_work)
+    monkeypatch.setattr(recommendation, "confirm", no_work)
+    again = P.recommend(*args, confirm_top=2, state=tmp_path / "st")
     assert again["resumed"]["pieces"] == 5
     for key in ("screened", "front", "confirmed", "recommended", "why"):
         assert repr(again[key]) == repr(first[key]), key
     monkeypatch.undo()
     # A piece cut short by an interruption is computed again; other inputs are other pieces.
     (tmp_path / "st" / pieces[0]).write_bytes(b"\x80\x04cut")
-    assert P.plan(*args, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 4
-    assert P.plan(TASKS[:60], base, 1.2, 90.0, cfgs, prices, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 0
+    assert P.recommend(*args, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 4
+    assert P.recommend(TASKS[:60], base, 1.2, 90.0, cfgs, prices, confirm_top=2, state=tmp_path / "st")["resumed"]["pieces"] == 0
 
 
 def test_plan_state_counts_an_api_profile_file_by_what_is_in_it(tmp_path):
@@ -370,13 +372,13 @@ def test_confirmation_goes_on_while_an_unconfirmed_candidate_could_be_cheaper(mo
         asked.append(s.cost_per_1k)
         return {"meets_target": True, "cost_per_1k_tasks": grown[s.cost_per_1k]}
 
-    monkeypatch.setattr(P, "search", lambda *a, **k: screened)
-    monkeypatch.setattr(P, "confirm", confirm)
-    monkeypatch.setattr(P, "where_specagent_stops_paying", lambda *a: "")
+    monkeypatch.setattr(recommendation, "search", lambda *a, **k: screened)
+    monkeypatch.setattr(recommendation, "confirm", confirm)
+    monkeypatch.setattr(recommendation, "where_specagent_stops_paying", lambda *a: "")
     base = Scenario(strong=None, weak=None)
-    res = P.plan([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3)
+    res = P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3)
     assert asked == [3.0, 3.5, 3.8, 4.0]
     assert res["recommended"][1]["cost_per_1k_tasks"] == 4.2
     asked.clear()
-    P.plan([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
+    P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
     assert asked == [3.0, 3.5, 3.8][:P.CONFIRM_AT_MOST]

@@ -81,7 +81,7 @@ def test_predict_text_names_units_and_sources():
 def test_the_limits_printed_are_those_of_the_form_reported(write_rate):
     # R(p=0) and R(p=1) of the reported form are its R at p = 0 and p = 1 (the renewal form
     # commits unreviewed reads, so its limits are not the paper's v/d + rho and v/(n d)).
-    from costsim.predict import predict
+    from costsim.prediction import predict
 
     at0, at1 = predict(0.0, 6, write_rate=write_rate), predict(1.0, 6, write_rate=write_rate)
     assert at0["R_limit_p0"] == pytest.approx(at0["R"], rel=1e-9)
@@ -89,7 +89,7 @@ def test_the_limits_printed_are_those_of_the_form_reported(write_rate):
 
 
 def test_the_best_K_is_searched_up_to_the_K_asked_for():
-    from costsim.predict import predict
+    from costsim.prediction import predict
 
     # p = 1: L falls with K all the way; the best is the largest K searched, said so.
     r = predict(p=1.0, K=128)
@@ -101,7 +101,7 @@ def test_the_best_K_is_searched_up_to_the_K_asked_for():
 
 
 def test_when_slower_the_verdict_names_a_K_that_pays_if_there_is_one():
-    from costsim.predict import predict
+    from costsim.prediction import predict
 
     r = predict(p=0.8, K=6, kappa=0.6)
     assert r["L"] > 1 and r["best_K_L"] < 1  # K = 1 pays at this kappa, K = 6 does not
@@ -112,7 +112,8 @@ def test_when_slower_the_verdict_names_a_K_that_pays_if_there_is_one():
 
 def test_the_strong_gpus_chosen_hold_the_batch_not_only_the_weights():
     from costsim.memory import DoesNotFit, max_sequences
-    from costsim.predict import deployments, predict
+    from costsim.prediction import predict
+    from costsim.sizing import deployments
 
     r = predict(p=0.8, K=6, strong="llama-3.1-70b")  # FP8 weights fit one H20; 16 sessions' KV do not
     assert r["strong_deployment"]["n_devices"] == 2

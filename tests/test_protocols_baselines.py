@@ -4,7 +4,11 @@ computed by hand, and the paper's qualitative orderings from stated parameters."
 import pytest
 from conftest import ideal
 
-from costsim.sim import Latency, Scenario, simulate, summarize
+from costsim.metrics import summarize
+
+from costsim.scenario import Latency, Scenario
+
+from costsim.sim import simulate
 from costsim.traces.schema import Step, Task
 from costsim.traces.synthetic import generate
 
@@ -258,7 +262,7 @@ def test_default_chunking_is_the_closest_to_the_paper():
     """The default chunking rule is the one whose strong calls come closest to the paper's on
     both tau² traces (as the docs' table says), and it is within 25% on each."""
     from costsim.paper import chunking_ratios, closest_chunking
-    from costsim.traces.stats import DEFAULT_CHUNKING
+    from costsim.protocols.chunking import DEFAULT_CHUNKING
 
     table = chunking_ratios()
     assert closest_chunking(table) == DEFAULT_CHUNKING
@@ -288,8 +292,10 @@ def test_paper_orderings_of_strong_calls_on_the_tau2_traces():
     baselines paragraph) at default settings, on both traces; Speculative Actions within 25% of
     the paper's 1.26x on Airline, with no parameter fitted."""
     from costsim.paper import published
-    from costsim.predict import deployments
-    from costsim.sim import Scenario, simulate, summarize
+    from costsim.sizing import deployments
+    from costsim.metrics import summarize
+    from costsim.scenario import Scenario
+    from costsim.sim import simulate
     from costsim.traces import load
 
     s, w = deployments()
@@ -351,8 +357,8 @@ def test_a_repair_follows_the_strong_step_scale_unless_rho_is_given():
 
 
 def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():
-    from costsim.config import build_scenario
-    from costsim.predict import deployments
+    from costsim.scenario import build_scenario
+    from costsim.sizing import deployments
 
     s, w = deployments()
     steps = tuple(Step(kind="read", output_tokens=o, observation_tokens=3, context_tokens=50, model=m)

@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 from costsim import formulas, roofline
-from costsim.predict import deployments
+from costsim.sizing import deployments
 from costsim.memory import devices_to_hold
 from costsim.profiles import Deployment, load_api, load_device
-from costsim.sim import Latency, Scenario, simulate, summarize
+from costsim.metrics import summarize
+from costsim.scenario import Latency, Scenario
+from costsim.sim import simulate
 from costsim.traces.schema import Step, Task
 from costsim.traces.synthetic import Shape, generate
 

@@ -6,8 +6,10 @@ import math
 import pytest
 
 from costsim import protocols
-from costsim.predict import deployments
-from costsim.sim import Scenario, simulate, summarize
+from costsim.sizing import deployments
+from costsim.metrics import summarize
+from costsim.scenario import Scenario
+from costsim.sim import simulate
 from costsim.traces.synthetic import Shape, generate
 
 N_STEPS, N_TASKS = 50, 40

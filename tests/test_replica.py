@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from costsim import roofline
 from costsim.profiles import Deployment, load_device, load_model
-from costsim.sim import Replica, Scenario, simulate, summarize
+from costsim.metrics import summarize
+from costsim.scenario import Scenario
+from costsim.sim import Replica, simulate
 from costsim.traces.synthetic import Shape, generate
 
 
@@ -141,9 +143,9 @@ class _CountingEnv(simpy.Environment):
 def test_a_call_run_at_once_is_what_waiting_on_its_epoch_gives(kw, monkeypatch):
     # Replica.run_or_submit runs a call that ends before any event is due without an event;
     # with it replaced by the event road (submit, then wait) every row is the same, to the bit.
-    from costsim.predict import deployments
+    from costsim.sizing import deployments
     from costsim.sim import run
-    from costsim.sim.agent import Latency
+    from costsim.scenario import Latency
 
     strong, weak = deployments()
     kw = {k: Latency.parse(v) if k.endswith("latency") else v for k, v in kw.items()}
@@ -165,7 +167,7 @@ def test_a_call_run_at_once_is_what_waiting_on_its_epoch_gives(kw, monkeypatch):
 def test_a_session_alone_with_prompts_within_the_budget_needs_no_event_per_call(monkeypatch):
     # Strong-only, one session, no tool time: the process's start and end are its only events
     # (a prompt above the token budget is prefilled in chunks, by the general road).
-    from costsim.predict import deployments
+    from costsim.sizing import deployments
     from costsim.sim import run
 
     strong, weak = deployments()
@@ -182,7 +184,7 @@ def test_a_task_driven_from_a_shared_wake_up_runs_no_call_at_once():
     # A process that drives a schedule after an event another process also waits on must not
     # move the clock past that other process: a TaskRun made outside the simulator's own
     # processes takes the event road (wakes_alone is False) until its first wait of its own.
-    from costsim.predict import deployments
+    from costsim.sizing import deployments
     from costsim.protocols import strong_only
     from costsim.acceptance import Bernoulli
     from costsim.sim.agent import TaskRun

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from costsim import formulas, roofline
 from costsim.profiles import Deployment, load_device, load_model
-from costsim.sim import Scenario, simulate, summarize
+from costsim.metrics import summarize
+from costsim.scenario import Scenario
+from costsim.sim import simulate
 from costsim.traces.synthetic import Shape, generate
 
 Z999 = 3.2905  # 99.9% two-sided: the tests below are deterministic (fixed seeds)
@@ -173,7 +175,7 @@ def test_a_lazy_generator_draws_what_its_spawned_child_would():
 
 
 def test_numpy_numbers_are_numbers_to_a_scenario():
-    from costsim.predict import deployments
+    from costsim.sizing import deployments
 
     s, w = deployments()
     tasks = generate(4, seed=1)

@@ -17,7 +17,7 @@ import pytest
 
 from costsim.cli.main import main as _main
 from costsim.traces import load, shipped
-from costsim.traces.stats import trace_stats
+from costsim.protocols.chunking import trace_stats
 
 RAW = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau2"
 FILES = {

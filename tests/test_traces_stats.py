@@ -3,7 +3,7 @@
 import pytest
 
 from costsim.traces import Step, Task
-from costsim.traces.stats import chunks, trace_stats
+from costsim.protocols.chunking import chunks, trace_stats
 
 
 def S(kind, ctx=-1, out=1, obs=0, model="", dur=None, tool=""):

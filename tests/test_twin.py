@@ -1,4 +1,4 @@
-"""The exact twin (costsim.sim.twin) against the simulator: to rounding where both are exact
+"""The exact twin (costsim.twin) against the simulator: to rounding where both are exact
 (a brute-force enumeration of every verdict sequence through the real SimPy protocol), and
 within the Monte-Carlo interval where the simulator samples."""
 
@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 from conftest import ideal
 
 from costsim import formulas, protocols, roofline
-from costsim.predict import deployments
+from costsim.sizing import deployments
 from costsim.profiles import Deployment, load_device, load_model
-from costsim.sim import Latency, Replica, Scenario, TaskRun, simulate, summarize, twin
-from costsim.sim.report import closed_form, renewal_form
-from costsim.sim.run import protocol_options, replica_costs
+from costsim import twin
+from costsim.metrics import summarize
+from costsim.scenario import Latency, Scenario
+from costsim.sim import Replica, TaskRun, simulate
+from costsim.report import closed_form, renewal_form
+from costsim.scenario import protocol_options, replica_costs
 from costsim.traces.schema import Step, Task
-from costsim.traces.stats import CHUNKINGS, chunks
+from costsim.protocols.chunking import CHUNKINGS, chunks
 from costsim.traces.synthetic import Shape, generate
 
 Z999 = 3.2905  # 99.9% two-sided: the tests below are deterministic (fixed seeds)

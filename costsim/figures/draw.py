@@ -13,7 +13,7 @@ import numpy as np
 
 from ..paper import TAU2_K, TAU2_P
 from ..files import write_atomic
-from ..traces.stats import DEFAULT_CHUNKING
+from ..protocols.chunking import DEFAULT_CHUNKING
 from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, PASS_COUNTING_OBS, STEP_TOKENS, VD_PASSES, VERDICT_TOKENS
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]

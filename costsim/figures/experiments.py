@@ -82,7 +82,9 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
     """
     from ..memory import devices_to_hold, max_sequences
     from ..profiles import Deployment, load_device, load_model
-    from ..sim import Scenario, simulate, summarize
+    from ..metrics import summarize
+    from ..scenario import Scenario
+    from ..sim import simulate
     from ..traces.synthetic import Shape, generate
 
     m70, m8 = load_model("llama-3.1-70b"), load_model("llama-3.1-8b")
@@ -123,7 +125,7 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
 def balance_point() -> pd.DataFrame:
     """:func:`balance_runs`, one row per device and session count; ``attrs["runs"]`` per device,
     ``attrs["moe"]``: B* of the paper's MoE strong model (FP8 on 8 H20) by context."""
-    from ..predict import deployments
+    from ..sizing import deployments
 
     runs = balance_runs()
     rows = [(dev, q["sessions"], q["batch"], q["spec_batch"], q["R_time"], q["R_time_lo"], q["R_time_hi"], q["R"],
@@ -157,9 +159,9 @@ CAPACITY_P95_S = 120.0
 
 def capacity_curves(rates=CAPACITY_RATES, n_tasks=CAPACITY_TASKS, latency_p95_s=CAPACITY_P95_S):
     """Replicas for each task rate, Strong-only and SpecAgent, default deployment on H20."""
-    from .. import capacity as cap
-    from ..predict import deployments
-    from ..sim import Scenario
+    from .. import capacity_search as cap
+    from ..sizing import deployments
+    from ..scenario import Scenario
     from ..traces.synthetic import generate
 
     s, w = deployments(strong_device="h20", weak_device="h20")
@@ -179,7 +181,7 @@ def capacity_curves(rates=CAPACITY_RATES, n_tasks=CAPACITY_TASKS, latency_p95_s=
 def capacity() -> pd.DataFrame:
     """:func:`capacity_curves` at :data:`CAPACITY_RATES`; ``attrs["grid"]``, ``attrs["curves"]``:
     replicas over a fine grid of rates, for drawing."""
-    from .. import capacity as cap
+    from .. import capacity_search as cap
 
     table, cells, (s, w) = capacity_curves()
     grid = np.geomspace(CAPACITY_RATES[0], CAPACITY_RATES[-1], 600)
@@ -202,7 +204,7 @@ PASS_COUNTING_OBS = (175, 1000, 2000)
 def pass_counting() -> pd.DataFrame:
     """v/d in roofline time per reviewed chunk length, H20 and H100, three observation lengths;
     ``attrs["R_ratio"]``: R_u in roofline time over R_u by pass counting against p_u, K = 6."""
-    from ..predict import deployments
+    from ..sizing import deployments
 
     lengths = np.arange(1, 9)
     rows, vd_at_6 = [], {}
@@ -225,8 +227,9 @@ def pass_counting() -> pd.DataFrame:
 
 
 def replay_tau2(p=TAU2_P, K=TAU2_K):
-    from ..predict import deployments
-    from ..sim import Scenario, simulate
+    from ..sizing import deployments
+    from ..scenario import Scenario
+    from ..sim import simulate
     from ..traces import load
 
     s, w = deployments()

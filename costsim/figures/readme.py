@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..paper import TAU2_K, TAU2_P, published
-from ..traces.stats import DEFAULT_CHUNKING
+from ..protocols.chunking import DEFAULT_CHUNKING
 from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, VD_PASSES, VERDICT_TOKENS, crossing
 
 

@@ -5,8 +5,8 @@ after each review; it never touches SimPy, HTTP or a random number generator. Dr
 commands their costs and answers:
 
 - :meth:`costsim.sim.agent.TaskRun.drive`: the simulator (SimPy replicas, sampled verdicts);
-- :mod:`costsim.sim.twin`: the exact twin (expected costs over every verdict branch);
-- :func:`costsim.live.validate.run_validation`: real endpoints.
+- :mod:`costsim.twin`: the exact twin (expected costs over every verdict branch);
+- :func:`costsim.live.validation.run_validation`: real endpoints.
 
 A driver answers :class:`Call` with the finished request (or None), :class:`Review` with the
 accepted prefix length, :class:`Stall` with a bool and :class:`Redraw` with new steps; every

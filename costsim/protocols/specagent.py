@@ -1,7 +1,7 @@
 """SpecAgent: the weak model drafts chunks, the strong model reviews them.
 
 Draft: the weak model drafts up to K steps; read-only calls are executed at once so later
-steps see real observations. Chunking is :func:`costsim.traces.stats.chunk_end`, a named rule
+steps see real observations. Chunking is :func:`costsim.protocols.chunking.chunk_end`, a named rule
 (``chunking``): a state-changing call ends the chunk and is held (not executed) for review; K
 steps end it; what a message to the user does is what the rules differ in — it ends the chunk
 unreviewed (``messages-end``), is sent while drafting goes on and gets the chunk reviewed
@@ -23,7 +23,7 @@ replaced by the strong model's repair of position i.
 from __future__ import annotations
 
 from ..config import SpecAgentOptions as O, StepScales, check_scale
-from ..traces.stats import check_chunking, chunk_end
+from .chunking import check_chunking, chunk_end
 from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review, step_decode
 
 # Made once: the schedule runs once per simulated chunk.

@@ -1,8 +1,9 @@
-"""The SimPy engine: replicas with continuous batching, sessions running protocols, metrics."""
+"""The SimPy engine: replicas with continuous batching (:mod:`.replica`), each task's driver
+(:mod:`.agent`), a hosted API as a backend (:mod:`.api`), and runs of protocols over tasks
+(:mod:`.run`). Only this package imports SimPy."""
 
-from .agent import Latency, TaskRun
-from ..metrics import summarize
+from .agent import TaskRun
 from .replica import Replica
-from .run import Scenario, simulate
+from .run import simulate
 
-__all__ = ["Latency", "Replica", "Scenario", "TaskRun", "simulate", "summarize"]
+__all__ = ["Replica", "TaskRun", "simulate"]

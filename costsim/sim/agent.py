@@ -6,74 +6,9 @@ decide what they cost) and adds every cost to the task's row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
-from ..config import MAX_SECONDS
 from ..metrics import EMPTY_ROW, MODEL_KEYS
 from ..protocols.schedule import Boundary, Call, Count, Execute, Redraw, Review, Stall
-
-#: A lognormal latency's sigma is at most this (a spread of e^10, about 22,000x, per standard
-#: deviation); its median, like any latency, at most config.MAX_SECONDS.
-MAX_SIGMA = 10.0
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Latency of an external call: fixed ``seconds``, or lognormal with that median and
-    ``sigma`` (log-space standard deviation). ``recorded``: a step's own recorded time
-    (``Step.tool_duration_s``) where the trace has one, else the above."""
-
-    seconds: float = 0.0
-    sigma: float = 0.0
-    recorded: bool = False
-
-    def of(self, step) -> float | None:
-        """The step's recorded seconds, when this latency uses them and the step has them."""
-        return step.tool_duration_s if self.recorded and step.tool_duration_s is not None else None
-
-    def __bool__(self) -> bool:
-        """Whether a call with this latency can take time at all."""
-        return self.seconds > 0 or self.recorded
-
-    @property
-    def mean(self) -> float:
-        """Expected seconds: the median times exp(sigma²/2) for a lognormal."""
-        return self.seconds * float(np.exp(self.sigma**2 / 2.0)) if self.seconds > 0 else 0.0
-
-    def sample(self, rng: np.random.Generator) -> float:
-        if self.seconds <= 0:
-            return 0.0
-        if self.sigma <= 0:
-            return self.seconds
-        return float(self.seconds * np.exp(self.sigma * rng.standard_normal()))
-
-    @classmethod
-    def parse(cls, spec: str | float | None) -> "Latency":
-        """'0.5' (fixed seconds), 'lognormal:median,sigma', or 'recorded[:FALLBACK]' (each
-        step's recorded tool time; FALLBACK, either form above, for steps without one)."""
-        if spec is None or spec == "":
-            return cls()
-        if isinstance(spec, (int, float)) and 0 <= spec <= MAX_SECONDS:
-            return cls(float(spec))
-        kind, _, args = str(spec).partition(":")
-        if kind == "recorded":
-            from dataclasses import replace
-
-            return replace(cls.parse(args or "0"), recorded=True)
-        try:
-            if kind == "lognormal":
-                med, sig = (float(x) for x in args.split(","))
-                if 0 <= med <= MAX_SECONDS and 0 <= sig <= MAX_SIGMA:
-                    return cls(med, sig)
-            elif not args and 0 <= float(kind) <= MAX_SECONDS:
-                return cls(float(kind))
-        except ValueError:
-            pass
-        raise ValueError(f"latency {spec!r}: expected seconds in [0, {MAX_SECONDS:g}], lognormal:median,sigma "
-                         f"(sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
-
+from ..scenario import Latency
 
 class TaskRun:
     """One task being run by one protocol: wraps replicas, tools and the acceptance process."""

@@ -13,8 +13,8 @@ at the profile's USD per million tokens.
 
 from __future__ import annotations
 
-from ..config import EDGE_CLOUD
 from ..protocols.schedule import Wrapper
+from ..sizing import api_profile, api_speeds, edge_deployment
 from .replica import Replica
 
 class ApiRequest:
@@ -54,46 +54,13 @@ class ApiServer:
         return req
 
 
-def edge_deployment(sc):
-    """The weak deployment of scenario ``sc`` moved to the edge device: same model, precision
-    and engine, on as many devices as hold it."""
-    from dataclasses import replace
-
-    from ..memory import devices_to_hold
-    from ..profiles import load_device
-
-    dev = load_device(sc.edge_device or EDGE_CLOUD.edge_device)
-    return replace(sc.weak, device=dev, n_devices=devices_to_hold(sc.weak.model, dev, sc.weak.weight_dtype, sc.weak.engine))
-
-
-def endpoint(sc):
-    """The API profile the scenario's strong model is behind (--api, else the default)."""
-    from ..profiles import load_api
-
-    return load_api(sc.api or EDGE_CLOUD.api)
-
-
-def speeds(sc, ep) -> tuple[tuple[float, str], tuple[float, str]]:
-    """``((TTFT s, where from), (output tokens/s, where from))`` the scenario's API calls take:
-    the scenario's own (--api-ttft, --api-tps), else the profile's, else costsim's assumption."""
-    def pick(own, flag, profile, default):
-        if own is not None:
-            return float(own), flag
-        if profile is not None:
-            return float(profile), f"the profile {ep.name}"
-        return float(default), "costsim's assumption in config.EDGE_CLOUD: the profile has none"
-
-    return (pick(sc.api_ttft_s, "--api-ttft", ep.ttft_s, EDGE_CLOUD.ttft_s),
-            pick(sc.api_output_tps, "--api-tps", ep.output_tokens_per_s, EDGE_CLOUD.output_tps))
-
-
 def replicas(env, sc):
     """``(strong, weak)`` for the edge-cloud protocols of scenario ``sc``: one API, local weak."""
-    ep = endpoint(sc)
-    (ttft, _), (tps, _) = speeds(sc, ep)
+    ep = api_profile(sc.api)
+    (ttft, _), (tps, _) = api_speeds(ep, sc.api_ttft_s, sc.api_output_tps)
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
-    local = edge_deployment(sc)
+    local = edge_deployment(sc.weak, sc.edge_device)
     weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs, kv_pool_bytes=pool) for i in range(sc.weak_replicas)]
     return strong, weak
 

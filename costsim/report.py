@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import formulas, roofline
-from ..protocols import PROTOCOLS
-from ..traces.stats import DEFAULT_CHUNKING, chunk_distribution, chunks, step_shape
-from . import twin
-from ..acceptance import p_dist_parts, recorded_fallback, stationary_p
-from ..metrics import summarize
-from .run import Scenario, protocol_options, simulate
+from . import formulas, roofline, twin
+from .acceptance import p_dist_parts, recorded_fallback, stationary_p
+from .metrics import summarize
+from .paper import published
+from .protocols import PROTOCOLS
+from .protocols.chunking import DEFAULT_CHUNKING, chunk_distribution, chunks
+from .scenario import Scenario, protocol_options
+from .sim.run import simulate
+from .traces.stats import step_shape
 
 
 def closed_form(tasks, sc: Scenario) -> dict:
     """The analytic twins of a simulation, beside the simulated values.
 
     ``R`` and ``L`` (and ``exact``: every ratio, for every protocol with a twin) are the exact
-    expectations of :mod:`costsim.sim.twin` on the tasks' own fixed paths — what a one-session
+    expectations of :mod:`costsim.twin` on the tasks' own fixed paths — what a one-session
     simulation estimates. Where the scenario has no exact twin (correlated verdicts, verifier
     errors, generative paths) they are the renewal form's, and ``exact`` says why not.
     ``renewal`` is the paper's cost model over the same tasks: see :func:`renewal_form`.
@@ -51,7 +53,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     time — the currencies the simulator measures. ``R_passes`` and ``L_passes`` are the
     paper's pass counting (v = 1 prefill pass + verdict tokens, d = mean step tokens). It
     assumes a rejected chunk is redrawn (a fixed path drafts and reviews its steps again), one
-    context for every step, and whole chunks: see :mod:`costsim.sim.twin` for the exact value.
+    context for every step, and whole chunks: see :mod:`costsim.twin` for the exact value.
     """
     d, o, ctx = step_shape(tasks)
     opts = {**protocol_options(sc), **PROTOCOLS[protocol][1]}  # an ablation's fixed options too
@@ -126,8 +128,6 @@ def notes(tasks, result) -> list[str]:
     """Plain-word lines for what would surprise a reader of the paper: SpecAgent slower than
     Strong-only, and, on a replayed tau² trace of the paper's domains, how its strong calls,
     decoded tokens and wall time compare with the paper's and why they differ."""
-    from ..paper import published
-
     prot, out = result["protocols"], []
     spec = [n for n in prot if n.startswith("specagent") and "wall_ratio" in prot[n]]
     kappa = result["closed_form"]["renewal"]["kappa"]

@@ -23,13 +23,13 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from .. import formulas, protocols
-from ..config import ON_API
-from ..protocols import specagent, strong_only, weak_only
-from ..protocols.schedule import Boundary, Call, Count, Execute, Review
-from ..acceptance import p_dist_parts, recorded_fallback
-from ..metrics import COUNTERS, PER_TASK, RATIOS
-from .run import Scenario, protocol_options, replica_costs
+from . import formulas, protocols
+from .acceptance import p_dist_parts, recorded_fallback
+from .config import ON_API
+from .metrics import COUNTERS, PER_TASK, RATIOS
+from .protocols import specagent, strong_only, weak_only
+from .protocols.schedule import Boundary, Call, Count, Execute, Review
+from .scenario import Scenario, protocol_options, replica_costs
 
 #: The row columns the twin computes (expected values per task), as in the simulator's rows.
 COLUMNS = tuple(f"{who}_{c}" for who in ("strong", "weak") for c in COUNTERS) + (

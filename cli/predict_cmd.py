@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W, SpecAgentOptions
+from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
 
 from ._common import SCENARIO_OPTIONS, dumps, with_options, user_errors
 
@@ -42,17 +42,15 @@ def predict(
     **o,
 ):
     """Closed-form SpecAgent cost per committed step, relative to Strong-only."""
-    from costsim.calibration import CalibrationError
-    from costsim.predict import predict as run
+    from costsim import api
 
-    json_out, K = o.pop("json_out"), o.pop("K")
-    K = SpecAgentOptions.K if K is None else K
-    with user_errors(ValueError, CalibrationError):
-        r = run(p_accept, K, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
-                batch=batch, steps=steps, calibration=calibration, step_tokens=step_tokens,
-                obs_tokens=obs_tokens, context_tokens=context_tokens, verdict_tokens=verdict_tokens,
-                strong_dtype=strong_dtype, weak_dtype=weak_dtype, **o)
-    typer.echo(dumps(r) if json_out else render(r))
+    json_out = o.pop("json_out")
+    with user_errors(ValueError):
+        r = api.predict(p_accept, steps=steps, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
+                        batch=batch, calibration=calibration, step_tokens=step_tokens, obs_tokens=obs_tokens,
+                        context_tokens=context_tokens, verdict_tokens=verdict_tokens, strong_dtype=strong_dtype,
+                        weak_dtype=weak_dtype, **o)
+    typer.echo(dumps(r.to_dict()) if json_out else render(r.data))
 
 
 def _f(x, nd=3):

@@ -40,11 +40,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import roofline
+from . import fleet_cost, roofline
 from .config import ON_API
 from .memory import kv_pool_bytes, max_sequences
-from .sim.api import edge_deployment, endpoint
-from .sim.run import Scenario, simulate
+from .scenario import Scenario
+from .sim.run import simulate
+from .sizing import api_profile, edge_deployment
 from .traces.stats import step_shape
 
 #: Sentinel replica count for "ample": every task gets its own replica (no contention).
@@ -67,7 +68,9 @@ class Search:
 
 
 @dataclass
-class Probe:
+class RateProbe:
+    """One probe of a rate search: the rate, the p50 and p95 it gave, whether it met the target, and the cell."""
+
     rate: float
     p50_s: float
     p95_s: float
@@ -120,10 +123,10 @@ def _pools(rows, protocol: str) -> tuple[bool, bool]:
     return (protocol not in ON_API and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
 
 
-def deployments(sc: Scenario, protocol: str):
+def replica_deployments(sc: Scenario, protocol: str):
     """The (strong, weak) deployments replicas of ``protocol`` run on: the scenario's, or for
     the edge-cloud protocols (strong behind an API: None) the weak model on the edge device."""
-    return (None, edge_deployment(sc)) if protocol in ON_API else (sc.strong, sc.weak)
+    return (None, edge_deployment(sc.weak, sc.edge_device)) if protocol in ON_API else (sc.strong, sc.weak)
 
 
 def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:
@@ -153,7 +156,7 @@ def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list
                 p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
             good = p95 <= srch.latency_p95_s
             judged = not good or rate <= judgeable(len(work), p95, srch)
-            probes.append(Probe(rate, p50, p95, good, strong, weak))
+            probes.append(RateProbe(rate, p50, p95, good, strong, weak))
             seen[k] = (good and judged, judged)
         return seen[k]
 
@@ -305,60 +308,13 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
     }
 
 
-def _price(dev, override):
-    if override is not None:
-        return float(override), "flag"
-    if dev.price_per_hour_usd is not None:
-        return float(dev.price_per_hour_usd), f"hardware/{dev.name}.toml: {dev.price_source}"
-    return None, f"no price in hardware/{dev.name}.toml"
-
-
-def hours_per_1k_tasks(task_rate: float) -> float:
-    """Hours a fleet takes to complete 1,000 tasks at ``task_rate`` tasks/s."""
-    return 1000.0 / task_rate / 3600.0
-
-
-def usd_per_1k_tasks(usd_per_hour: float, task_rate: float, api_usd_per_task: float = 0.0) -> float:
-    """USD per 1,000 tasks of a fleet paid ``usd_per_hour`` whether busy or not, completing
-    ``task_rate`` tasks/s, plus what each task pays an API."""
-    return usd_per_hour * hours_per_1k_tasks(task_rate) + 1000.0 * api_usd_per_task
-
-
-def cost(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_cost_per_task=0.0,
-         strong_price=None, weak_price=None) -> dict:
-    """GPU-hours and USD per 1,000 tasks of a fleet running at ``task_rate`` tasks/s.
-
-    The fleet is paid for by the hour whether busy or not: per task it costs the fleet's hourly
-    price divided by the tasks it completes per hour. Unknown device prices give a cost of None.
-    """
-    gpus_s = strong * strong_dep.n_devices if strong else 0
-    gpus_w = weak * weak_dep.n_devices if weak else 0
-    hours_per_1k = hours_per_1k_tasks(task_rate)
-    ps, src_s = _price(strong_dep.device, strong_price) if strong else (None, "no strong replicas")
-    pw, src_w = _price(weak_dep.device, weak_price) if weak else (None, "no weak replicas")
-    need = [(gpus_s, ps, strong_dep.device.name if strong else ""),
-            (gpus_w, pw, weak_dep.device.name if weak else "")]
-    missing = sorted({name for g, p, name in need if g and p is None})
-    usd = None if missing else usd_per_1k_tasks(sum(g * p for g, p, _ in need if g), task_rate, api_cost_per_task)
-    return {
-        "gpus": {"strong": gpus_s, "weak": gpus_w, "total": gpus_s + gpus_w},
-        "gpu_hours_per_1k_tasks": (gpus_s + gpus_w) * hours_per_1k,
-        "cost_per_1k_tasks": usd,
-        "api_cost_per_1k_tasks": 1000.0 * api_cost_per_task,
-        "cost_note": ("cost unknown: no price per hour for " + ", ".join(missing)
-                      + " (give --strong-price/--weak-price)") if missing else "",
-        "prices_per_gpu_hour_usd": {"strong": ps, "weak": pw},
-        "price_sources": {"strong": src_s, "weak": src_w},
-    }
-
-
 def repeated(tasks, n: int) -> list:
     """The tasks in order, repeated (or cut) to ``n``: a longer run of the same workload."""
     return [tasks[i % len(tasks)] for i in range(n)]
 
 
-def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
-         srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None) -> dict:
+def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
+                  srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None) -> dict:
     """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.
 
     ``cells`` (protocol -> :class:`Cell`) skips the search when given (it does not depend on
@@ -400,9 +356,9 @@ def plan(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "speca
             res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star)
             # within the rate search's resolution: the cells' rates are known to rel_tol
             res["meets_target"] = op["latency_p95_s"] <= srch.latency_p95_s * (1.0 + srch.rel_tol)
-            s_dep, w_dep = deployments(sc, name)
-            res.update(cost(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
-                            strong_price, weak_price))
+            s_dep, w_dep = replica_deployments(sc, name)
+            res.update(fleet_cost.costs(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
+                                        strong_price, weak_price))
         out[name] = res
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
@@ -435,8 +391,8 @@ def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
         + f", K = {sc.K}, rho = {sc.rho:g}, verdict {sc.verdict_tokens} tokens, seed {sc.seed}",
         *([f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}"
            + (f" ({', '.join(local)})" if on_api else "")] if local or not on_api else []),
-        *([f"{', '.join(on_api)}: the strong model behind the API {endpoint(sc).name} (no strong replicas); weak: "
-           f"{edge_deployment(sc).describe()}"] if on_api else []),
+        *([f"{', '.join(on_api)}: the strong model behind the API {api_profile(sc.api).name} (no strong replicas); weak: "
+           f"{edge_deployment(sc.weak, sc.edge_device).describe()}"] if on_api else []),
         "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
         f"continuously (token budget {sc.token_budget}, at most {sc.max_seqs} sequences)",
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "

@@ -7,16 +7,14 @@ result records where each came from.
 
 from __future__ import annotations
 
-
-from dataclasses import replace
-
 import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
 from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD, check_scale
-from .memory import devices_for_batch, devices_to_hold, kv_pool_bytes, max_sequences, require_fits
-from .profiles import Deployment, check_dtype, load_device, load_engine, load_model
+from .memory import kv_pool_bytes, max_sequences, require_fits
+from .profiles import Deployment
+from .sizing import deployments
 
 
 #: Chunk sizes the best K is searched over, 1 to this (or the K asked for, if larger): past a few
@@ -47,35 +45,6 @@ def _validate(p, K, write_rate, batch, steps, overrides):
         v = overrides.get(k)
         if v is not None and v > MAX_CALL_TOKENS:
             raise ValueError(f"--{k.replace('_', '-')} must be at most {MAX_CALL_TOKENS:g} tokens, got {v:g}")
-
-
-def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
-                strong_dtype=None, weak_dtype=None, strong_gpus=None, engine=None, weak_engine=None,
-                expert_parallel=False, batch: float = 1, context: float = 0.0):
-    """The strong and weak deployments: each on as many devices (a power of two) as hold its
-    weights and, up to one node of 8, a KV pool for ``batch`` sequences of ``context`` tokens (the strong one on
-    ``strong_gpus`` where given); both under ``engine`` (default vLLM) unless ``weak_engine``
-    names the weak model's own."""
-    if strong_gpus is not None and strong_gpus < 1:
-        raise ValueError(f"--strong-gpus must be >= 1, got {strong_gpus}")
-    d = DEPLOYMENTS
-    sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
-    sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
-    se = load_engine(engine or d.engine)
-    we = load_engine(weak_engine) if weak_engine else se
-    sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
-    for dt in (sdt, wdt):
-        check_dtype(dt)
-    n = devices_to_hold(sm, sd, sdt, se) if strong_gpus is None else strong_gpus
-    out = [Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
-           Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we)]
-    for i, dep in enumerate(out):
-        require_fits(dep)  # the weights (a --strong-gpus too few for them is refused here)
-        if i == 1 or strong_gpus is None:  # chosen here: room for the batch too, within a node of 8
-            more = devices_for_batch(dep, batch, context, max_devices=max(8, dep.n_devices))
-            if more and more != dep.n_devices:
-                out[i] = replace(dep, n_devices=more)
-    return tuple(out)
 
 
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,

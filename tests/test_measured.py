@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from costsim import validation as v
+from costsim import measured as v
 from costsim.profiles import ProfileError, load_engine
 
 from conftest import costsim_argv

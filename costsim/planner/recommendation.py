@@ -1,0 +1,240 @@
+"""Plan's recommendation: the screen's cheapest fleets confirmed by simulation, the cheapest
+that meets the target recommended and why, and where SpecAgent stops paying."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import formulas, roofline
+from ..config import ON_API
+from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
+from ..protocols import PROTOCOLS
+from ..sizing import api_profile, api_speeds
+from ..traces.stats import step_shape
+from ..twin import has_twin
+from .screen import Rows, Screen, Screened, pareto
+from .screening import State, _apis, search
+from .space import Config, scenario_of
+
+
+def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
+    """The screened fleet simulated at ``task_rate`` (Poisson arrivals over all its replicas,
+    enough tasks — the given ones, repeated — that arrivals span as many targets as capacity's
+    steady-state rule asks of a probe, ``Search.steady_spans``); while its p95 misses the
+    target, each pool grows by a tenth (at least one replica), at most ``grow`` times. Returns
+    the replicas it confirms, their p95 and cost; ``steady`` is False where capacity's longest
+    probe, ``Search.max_probe_tasks`` tasks, arrives in less than that span."""
+    from ..capacity_search import Search, _run, latency_percentiles, repeated
+
+    c, spans = s.config, Search().steady_spans
+    n = max(len(tasks), min(math.ceil(spans * target_s * task_rate), Search().max_probe_tasks))
+    work = repeated(tasks, n)
+    reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
+    for attempt in range(grow + 1):
+        rows = _run(work, scenario_of(base, c), c.protocol, task_rate, max(reps["strong"], 1), max(reps["weak"], 1))
+        p50, p95, _ = latency_percentiles(rows)
+        if p95 <= target_s or attempt == grow:
+            break
+        reps = {k: v + max(1, math.ceil(v / 10)) if v else 0 for k, v in reps.items()}
+    gpus = {k: reps[k] * d.n_devices for k, d in (("strong", c.strong), ("weak", c.weak)) if d is not None and reps[k]}
+    usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
+                for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
+    api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
+    return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"], "gpus": sum(gpus.values()),
+            "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
+            "cost_per_1k_tasks": usd_per_1k_tasks(usd_h, task_rate, api),
+            "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
+            "steady": n >= spans * target_s * task_rate,
+            "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
+            "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
+
+
+def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
+    """In plain words, for a SpecAgent plan: kappa at its operating batches against the
+    break-even kappa, and the strong batch against the balance point B*."""
+    c = s.config
+    d, o, ctx = step_shape(tasks)
+    sb, wb = max(s.strong_batch or 1.0, 1.0), max(s.weak_batch or 1.0, 1.0)
+    pp = roofline.protocol_parameters(c.strong, c.weak, [c.K], d, o, base.verdict_tokens, base.rho, ctx,
+                                      strong_batch=sb, weak_batch=wb, strong_step_scale=base.strong_step_scale,
+                                      weak_step_scale=base.weak_step_scale)
+    vd, rho = float(pp.v_over_d["time"][-1]), float(pp.rho["time"])
+    bek = float(formulas.break_even_kappa(base.p, c.K, vd, rho))
+    b_star = roofline.balance_batch(c.strong, ctx)
+    pays = pp.kappa < bek
+    b_txt = "∞" if not math.isfinite(b_star) else f"{b_star:.0f}"
+    if bek <= 0:  # R alone >= 1: no weak model is fast enough (formulas.break_even_kappa)
+        return (f"SpecAgent cannot pay in time here: at p_u = {base.p:g}, K = {c.K} its reviews and repairs alone take "
+                f"at least as much strong time as Strong-only's steps (break-even kappa <= 0), however fast the weak "
+                f"model (kappa {pp.kappa:.2f} at the operating batches). It needs a higher p_u.")
+    return (f"SpecAgent {'pays' if pays else 'does not pay'} in time here: a weak step takes {pp.kappa:.2f} of a "
+            f"strong one (kappa) at the operating mean running batches (strong {sb:.1f}, weak {wb:.1f} sequences), "
+            f"{'below' if pays else 'above'} the break-even {bek:.2f} at p_u = {base.p:g}, K = {c.K}. "
+            f"It stops paying when kappa passes {bek:.2f} (slower weak replicas, or busier ones) or when the strong "
+            f"batch passes the balance point B* = {b_txt} at {ctx:,.0f} tokens of context, where its extra prefill "
+            f"FLOPs become time.")
+
+
+#: recommend confirms at most this many times ``confirm_top`` candidates (see :func:`recommend`).
+CONFIRM_AT_MOST = 3
+
+
+def recommend(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
+              progress=None, scheduler: str | None = None, workers: int | None = None, state=None) -> dict:
+    """Screen every configuration (on Dask with ``scheduler`` or ``workers``: :func:`search`),
+    confirm the ``confirm_top`` cheapest screened ones by simulation (and further ones, up to
+    ``CONFIRM_AT_MOST`` times as many, while one's screened cost is below the cheapest confirmed
+    cost: a confirmation that grows its pools can leave a cheaper candidate unconfirmed), and
+    recommend the cheapest that the simulator confirms meets the target. ``state``: a folder (:class:`State`) that
+    keeps the finished pieces, so that an interrupted plan run again resumes."""
+    if not task_rate > 0:
+        raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
+    if not target_s > 0:
+        raise ValueError(f"--latency-p95 must be > 0 s, got {target_s}")
+    state = State(state) if state is not None and not isinstance(state, State) else state
+    screened = search(tasks, base, task_rate, target_s, configs, price_table, progress, scheduler, workers, state)
+    front = pareto(screened)
+    feasible = [s for s in screened if s.feasible]
+    confirmed = []
+    usd = usd_per_gpu_hour(price_table)  # the key of a confirmation: the prices, not their ages (they change daily)
+    for i, s in enumerate(feasible[:CONFIRM_AT_MOST * confirm_top]):
+        # Past the first confirm_top, go on while a candidate could still beat the best confirmed
+        # one: a confirmation only adds replicas, so its screened cost bounds its cost from below.
+        if i >= confirm_top and s.cost_per_1k >= min(
+                (r["cost_per_1k_tasks"] for _, r in confirmed
+                 if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None), default=math.inf):
+            break
+        inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
+        res = state.get("confirm", inputs) if state else None
+        if res is None:
+            res = confirm(tasks, base, s, task_rate, target_s, price_table)
+            if state:
+                state.put("confirm", inputs, res)
+        confirmed.append((s, res))
+        if progress:
+            progress(0)
+    ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None]
+    rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks"]) if ok else None
+    out = {"task_rate_per_s": task_rate, "latency_p95_target_s": target_s, "configurations": len(configs),
+           "resumed": None if state is None else {"folder": str(state.folder), "pieces": state.hits},
+           "feasible": len(feasible), "screened": screened, "front": front, "confirmed": confirmed,
+           "recommended": rec, "prices": price_table}
+    if rec is None:
+        best_p95 = min((s.uncontended_p95_s for s in screened), default=math.inf)
+        out["why_none"] = (
+            f"no configuration meets a p95 of {target_s:g} s: the fastest uncontended p95 is {best_p95:.1f} s"
+            if not feasible else
+            "the simulator confirmed none of the screen's cheapest candidates (raise --confirm)")
+    else:
+        s, r = rec
+        bits = [f"the cheapest of {len(confirmed)} candidates the simulator confirmed "
+                f"(of {len(feasible)} the screen found feasible among {len(configs)})"]
+        so = [x for x in feasible if x.config.protocol == "strong-only"]
+        sa = [x for x in feasible if x.config.protocol.startswith("specagent")]
+        other = so if s.config.protocol.startswith("specagent") else sa if s.config.protocol == "strong-only" else []
+        if other:
+            o = other[0]
+            name = "Strong-only" if other is so else "SpecAgent"
+            bits.append(f"the screen's cheapest {name} plan ({o.config.describe()}) costs "
+                        + (f"{o.cost_per_1k / r['cost_per_1k_tasks']:.2f}x its cost" if r["cost_per_1k_tasks"] > 0
+                           else f"USD {o.cost_per_1k:.3f} per 1,000 tasks"))
+            if o.uncontended_p95_s > 0.8 * target_s:
+                bits.append(f"its uncontended p95 is {o.uncontended_p95_s:.1f} s, within "
+                            f"{1 - o.uncontended_p95_s / target_s:.0%} of the target, so its replicas must run nearly "
+                            "empty")
+        out["why"] = "; ".join(bits)
+        if s.config.protocol.startswith("specagent"):
+            out["specagent"] = where_specagent_stops_paying(base, s, tasks)
+        elif sa:
+            out["specagent"] = where_specagent_stops_paying(base, sa[0], tasks)
+    return out
+
+
+def screen_against_simulator(tasks, base, config: Config, replicas: dict, load: float) -> tuple[float, float, float]:
+    """``(rate, screen p95, simulated p95)`` of one strong replica's cell: the task rate at
+    which the screen's p95 is ``load`` times the uncontended p95, simulated there with enough
+    Poisson arrivals (the tasks repeated) to span three of those p95s. What the screen's stated
+    error is measured on (``benchmarks/plan_screen_error.py``, ``tests/test_plan.py``)."""
+    from .. import capacity_search as cap
+
+    scr = Screen(Rows(tasks, base), config)
+    target = scr.uncontended_p95 * load
+    lo, hi = 0.0, 50.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        r = scr.latency(mid, replicas)
+        lo, hi = (mid, hi) if r is not None and r[0] <= target else (lo, mid)
+    n = max(len(tasks), math.ceil(cap.Search().steady_spans * target * lo * 1.5))
+    rows = cap._run(cap.repeated(tasks, n), base, config.protocol, lo, replicas.get("strong", 1),
+                    replicas.get("weak") or cap.AMPLE)
+    return lo, target, cap.latency_percentiles(rows)[1]
+
+
+def searchable_protocols() -> list[str]:
+    """The protocols plan can search: those whose schedule the twin costs (the screen needs its
+    expected calls), and those on the API backend."""
+    return [n for n in PROTOCOLS if has_twin(n) or n in ON_API]
+
+
+def check_protocols(names, api: str | None) -> tuple[str, ...]:
+    """``names`` if plan can search each of them with this ``api`` (ValueError, one line)."""
+    known = searchable_protocols()
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(f"--protocols: plan cannot search {', '.join(bad)}; it searches {', '.join(known)}")
+    if any(n in ON_API for n in names) and not api:
+        raise ValueError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
+    return tuple(names)
+
+
+def api_of(base) -> dict:
+    """The API the strong model is behind in ``base``: its prices per million tokens, date, and
+    the TTFT and output speed its calls take, each with where it comes from."""
+    a = api_profile(base.api)
+    (ttft, ttft_from), (tps, tps_from) = api_speeds(a, base.api_ttft_s, base.api_output_tps)
+    return {"name": a.name, "input_per_mtok_usd": a.price_input_per_mtok_usd,
+            "cached_input_per_mtok_usd": a.price_cached_input_per_mtok_usd,
+            "output_per_mtok_usd": a.price_output_per_mtok_usd, "ttft_s": ttft, "ttft_from": ttft_from,
+            "output_tokens_per_s": tps, "output_tokens_per_s_from": tps_from, "date": a.date, "source": a.source}
+
+
+#: What a plan assumes, in the words its output prints.
+ASSUMPTIONS = [
+    "screen: expected per-task costs from the exact twin (uncontended calls, verdicts at p_u); each pool a "
+    "batching server whose decode slows by f(B) (roofline decode time at batch B over batch 1, at the tasks' "
+    "median context) and by the share of time other calls' prefills take; task p95 scaled from its "
+    "uncontended p95 (docs/plan.md states its error against the simulator)",
+    "confirmed: the screened fleet simulated at the task rate (Poisson arrivals, round-robin over replicas), "
+    "p95 over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",
+    "cost: every replica paid by the hour at the on-demand list prices below, busy or idle",
+]
+
+
+def point(s: Screened) -> dict:
+    """One screened configuration as plan's JSON has it."""
+    c = s.config
+    return {"protocol": c.protocol, "K": c.K or None,
+            "strong": None if c.strong is None else {"device": c.strong.device.name, "gpus_per_replica": c.strong.n_devices,
+                                                     "expert_parallel": c.strong.expert_parallel},
+            "weak": None if c.weak is None else {"device": c.weak.device.name, "gpus_per_replica": c.weak.n_devices},
+            "api": c.api,
+            "feasible": s.feasible, "strong_replicas": s.strong_replicas, "weak_replicas": s.weak_replicas,
+            "gpus": s.gpus, "cost_per_1k_tasks_usd": s.cost_per_1k, "latency_p95_s": s.p95_s,
+            "uncontended_latency_p95_s": s.uncontended_p95_s, "strong_batch": s.strong_batch,
+            "weak_batch": s.weak_batch, "why_not": s.why or None}
+
+
+def to_json(res: dict) -> dict:
+    """A plan (:func:`recommend`'s result, with ``seconds``, ``tasks``, ``engine`` and ``api``
+    added by :func:`costsim.api.plan`) as plan's ``--json`` prints it."""
+    rec = res["recommended"]
+    return {"task_rate_per_s": res["task_rate_per_s"], "latency_p95_target_s": res["latency_p95_target_s"],
+            "configurations": res["configurations"], "feasible": res["feasible"], "seconds": res["seconds"],
+            "tasks": res["tasks"], "front": [point(s) for s in res["front"]],
+            "confirmed": [{"screen": point(s), "simulated": r} for s, r in res["confirmed"]],
+            "recommended": None if rec is None else {"screen": point(rec[0]), "simulated": rec[1]},
+            "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
+            "prices": res["prices"], "api": res.get("api"), "resumed": res.get("resumed"), "engine": res["engine"],
+            "assumptions": ASSUMPTIONS}

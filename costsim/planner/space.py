@@ -1,0 +1,100 @@
+"""Plan's search space: one :class:`Config` per strong deployment × weak deployment × K ×
+protocol, and the scenario each one runs (:func:`scenario_of`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
+from ..formulas import MAX_K
+from ..profiles import Deployment, load_device, load_engine
+from ..sizing import strong_options, weak_deployment
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the search space."""
+
+    protocol: str
+    strong: Deployment | None      # None: no strong replicas (Weak-only, or the strong model behind an API)
+    weak: Deployment | None        # None: no weak replicas (Strong-only); on the edge device for edge-cloud
+    K: int
+    api: str | None = None         # the API profile of the strong model (edge-cloud protocols)
+
+    def describe(self) -> str:
+        parts = [self.protocol + (f" K={self.K}" if self.K else "")]
+        if self.strong is not None:
+            parts.append(f"strong {self.strong.n_devices}x {self.strong.device.name}"
+                         + (" EP" if self.strong.expert_parallel else ""))
+        if self.api:
+            parts.append(f"strong API {self.api}")
+        if self.weak is not None:
+            parts.append(f"weak {self.weak.n_devices}x {self.weak.device.name}")
+        return ", ".join(parts)
+
+
+def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protocols=PLAN_SEARCH.protocols,
+                   Ks=PLAN_SEARCH.Ks, engine=None, strong_dtype=DEPLOYMENTS.strong_dtype,
+                   weak_dtype=DEPLOYMENTS.weak_dtype, max_gpus=None, weak_devices=None, api=None,
+                   edge_devices=(EDGE_CLOUD.edge_device,)) -> list[Config]:
+    """Every configuration to screen: for each strong device, each GPU count of
+    :data:`costsim.sizing.GPU_OPTIONS` that holds the strong model (both tensor- and expert-parallel for MoE),
+    each weak device (its model on as few GPUs as hold it), each K for protocols with a weak
+    drafter; Strong-only once per strong deployment, Weak-only once per weak one. With an
+    ``api`` profile, the edge-cloud protocols too: ``edge-cloud`` (SpecAgent, the weak model on
+    each of ``edge_devices``, the strong one behind the API) per K, and ``cloud-strong-only``."""
+    eng = load_engine(engine)
+    strong_deps, weak_deps = [], []
+    Ks = tuple(dict.fromkeys(Ks))  # a K, or a device by two of its names, is searched once
+
+    def resolved(names, dtype):  # the devices that can run weights in `dtype`, each once
+        devs = {d.name: d for d in map(load_device, names)}
+        return [d for d in devs.values() if not d.cannot_run(dtype)]
+
+    for dev in resolved(devices, strong_dtype):
+        strong_deps += strong_options(strong_model, dev, strong_dtype, eng, max_gpus)
+    for dev in resolved(weak_devices or devices, weak_dtype):
+        w = weak_deployment(weak_model, dev, weak_dtype, eng)
+        if not max_gpus or w.n_devices <= max_gpus:
+            weak_deps.append(w)
+    out = []
+    for p in protocols:
+        if p == "strong-only":
+            out += [Config(p, s, None, 0) for s in strong_deps]
+        elif p == "weak-only":
+            out += [Config(p, None, w, 0) for w in weak_deps]
+        elif p == "cloud-strong-only":
+            out += [Config(p, None, None, 0, api)] if api else []
+        elif p == "edge-cloud":
+            edge = [weak_deployment(weak_model, d, weak_dtype, eng) for d in resolved(edge_devices, weak_dtype)]
+            out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
+        else:
+            out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]
+    return out
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """'2..12' (every K from 2 to 12), '2,4,6' or '6' -> the chunk sizes to search (ValueError, one line)."""
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split(".."))
+            ks = tuple(range(lo, hi + 1))
+        else:
+            ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--K {text!r}: expected a range 2..12 or a list 2,4,6") from None
+    if not ks:
+        raise ValueError(f"--K {text!r}: the range is empty")
+    if any(not 1 <= k <= MAX_K for k in ks):
+        raise ValueError(f"--K {text!r}: every K must be in [1, {MAX_K}]")
+    return ks
+
+
+def scenario_of(base, c: Config):
+    """The base scenario with the configuration's deployments, K and protocol (for the
+    edge-cloud protocols: its API, and its weak device as the edge device)."""
+    if c.api:
+        return replace(base, api=c.api, edge_device=c.weak.device.name if c.weak else base.edge_device,
+                       K=c.K or base.K, protocols=(c.protocol,))
+    return replace(base, strong=c.strong or base.strong, weak=c.weak or base.weak, K=c.K or base.K,
+                   protocols=(c.protocol,))

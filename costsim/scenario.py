@@ -1,0 +1,346 @@
+"""The scenario: everything a run needs besides its tasks, built and checked in one place.
+
+:class:`Scenario` is what `simulate`, `replay`, `capacity`, `plan` and `sweep` run, and what
+the simulator, the exact twin and live validation all read; :func:`check` refuses an
+impossible one in one line; :func:`replica_costs` is what a call costs on its replicas (the
+roofline's, or a calibration's measured endpoints); :class:`Latency` is a tool's or a user's
+time.
+
+:func:`build_scenario` makes one from settings: plain values keyed by :class:`Scenario` field
+names, plus the deployment keys of :func:`costsim.sizing.deployments`
+(:data:`costsim.config.DEPLOY_KEYS`), latencies as the strings :meth:`Latency.parse` reads,
+``protocols`` as names (a comma-separated string or a list), ``options`` as a table or
+``NAME=VALUE`` strings (values read as TOML scalars), and ``calibration`` as the path of a
+`costsim calibrate` file; a setting not given takes the Scenario's default.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from . import protocols, roofline
+from .acceptance import parse_p_dist
+from .calibration import CalibrationError, endpoint_fits, load_calibration
+from .config import (API_BILLED, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
+                     AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
+                     check_option, check_scale, OPTIONS)
+from .formulas import check_K
+from .profiles import Deployment
+from .sizing import deployments
+from .traces.stats import step_scales
+
+
+#: A lognormal latency's sigma is at most this (a spread of e^10, about 22,000x, per standard
+#: deviation); its median, like any latency, at most config.MAX_SECONDS.
+MAX_SIGMA = 10.0
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency of an external call: fixed ``seconds``, or lognormal with that median and
+    ``sigma`` (log-space standard deviation). ``recorded``: a step's own recorded time
+    (``Step.tool_duration_s``) where the trace has one, else the above."""
+
+    seconds: float = 0.0
+    sigma: float = 0.0
+    recorded: bool = False
+
+    def of(self, step) -> float | None:
+        """The step's recorded seconds, when this latency uses them and the step has them."""
+        return step.tool_duration_s if self.recorded and step.tool_duration_s is not None else None
+
+    def __bool__(self) -> bool:
+        """Whether a call with this latency can take time at all."""
+        return self.seconds > 0 or self.recorded
+
+    @property
+    def mean(self) -> float:
+        """Expected seconds: the median times exp(sigma²/2) for a lognormal."""
+        return self.seconds * float(np.exp(self.sigma**2 / 2.0)) if self.seconds > 0 else 0.0
+
+    def sample(self, rng: np.random.Generator) -> float:
+        if self.seconds <= 0:
+            return 0.0
+        if self.sigma <= 0:
+            return self.seconds
+        return float(self.seconds * np.exp(self.sigma * rng.standard_normal()))
+
+    @classmethod
+    def parse(cls, spec: str | float | None) -> "Latency":
+        """'0.5' (fixed seconds), 'lognormal:median,sigma', or 'recorded[:FALLBACK]' (each
+        step's recorded tool time; FALLBACK, either form above, for steps without one)."""
+        if spec is None or spec == "":
+            return cls()
+        if isinstance(spec, (int, float)) and 0 <= spec <= MAX_SECONDS:
+            return cls(float(spec))
+        kind, _, args = str(spec).partition(":")
+        if kind == "recorded":
+            return replace(cls.parse(args or "0"), recorded=True)
+        try:
+            if kind == "lognormal":
+                med, sig = (float(x) for x in args.split(","))
+                if 0 <= med <= MAX_SECONDS and 0 <= sig <= MAX_SIGMA:
+                    return cls(med, sig)
+            elif not args and 0 <= float(kind) <= MAX_SECONDS:
+                return cls(float(kind))
+        except ValueError:
+            pass
+        raise ValueError(f"latency {spec!r}: expected seconds in [0, {MAX_SECONDS:g}], lognormal:median,sigma "
+                         f"(sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a simulation run needs besides the tasks."""
+
+    strong: Deployment
+    weak: Deployment
+    p: float = 0.8
+    K: int = WORKLOAD.K
+    p_dist: str | None = None
+    protocols: tuple = protocols.DEFAULT
+    rho: float | None = None      # repair tokens per recorded step token (None: strong_step_scale)
+    verdict_tokens: int = int(WORKLOAD.verdict_tokens)
+    sessions: int = 1
+    arrival_rate: float | None = None
+    strong_replicas: int = 1
+    weak_replicas: int = 1
+    token_budget: int = 8192
+    max_seqs: int = 256
+    kv_cap: bool = True           # admissions must fit the replica's KV pool (costsim.memory)
+    tool_latency: Latency = field(default_factory=Latency)
+    user_latency: Latency = field(default_factory=Latency)
+    network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
+    seed: int = 0
+    # Decoded tokens per recorded token of a step the model authors (a thinking model: > 1);
+    # from a trace's per-model step tokens (costsim.traces.stats.step_scales) or flags.
+    strong_step_scale: float = StepScales.strong_step_scale
+    weak_step_scale: float = StepScales.weak_step_scale
+    step_scale_source: str = ""   # where the step scales came from (empty: the values given)
+    # --- the protocols beyond the paper's (docs/protocols.md); None: the protocol's default ---
+    # Defaults, help and sources of these: costsim.config.
+    false_accept: float = VerifierOptions.false_accept  # verifier errors of SpecAgent's reviews
+    false_reject: float = VerifierOptions.false_reject
+    escalate_p: float | None = None       # AgentCollab no-progress rate (None: its fitted default)
+    escalation_span: int = AgentCollabOptions.escalation_span
+    spec_hit_rate: float = SpeculativeActionsOptions.spec_hit_rate
+    self_spec_hit_rate: float = SelfSpecOptions.self_spec_hit_rate
+    # Edge-cloud (costsim.sim.api); None: the profile's where it has one, else config.EDGE_CLOUD.
+    api: str | None = None                # the strong model's API profile
+    api_ttft_s: float | None = None       # its time to first token, s
+    api_output_tps: float | None = None   # its output speed, tokens/s
+    edge_device: str | None = None        # the weak model's local device
+    options: tuple = ()                   # further protocol options: ((name, value), ...)
+    # Measured endpoints (`costsim calibrate`): ((which, prefill_s_per_token, decode_s_per_token,
+    # overhead_s), ...) for which in "strong", "weak"; replaces the roofline's times for them.
+    calibration: tuple = ()
+
+
+    def __post_init__(self):
+        if self.rho is None:  # a repair is a step the strong model authors
+            object.__setattr__(self, "rho", WORKLOAD.rho * self.strong_step_scale)
+
+
+#: Scenario fields passed to every protocol as options (each takes those it knows).
+PROTOCOL_OPTIONS = ("K", "rho", "verdict_tokens", "strong_step_scale", "weak_step_scale", "false_accept",
+                    "false_reject", "escalate_p", "escalation_span", "spec_hit_rate", "self_spec_hit_rate")
+
+
+def protocol_options(sc: Scenario) -> dict:
+    """The options of the scenario's protocols: the fields above, then ``sc.options``."""
+    opts = {k: getattr(sc, k) for k in PROTOCOL_OPTIONS}
+    if sc.escalate_p is None:
+        del opts["escalate_p"]
+    opts.update(dict(sc.options))
+    return opts
+
+
+def check(sc: Scenario) -> None:
+    """Raise ValueError with a one-line message for an impossible scenario."""
+    for f in fields(Scenario):  # the numbers first: a sweep's grid may hold anything
+        v = getattr(sc, f.name)
+        if f.type in ("float", "int", "float | None", "int | None") and v is not None and (
+                isinstance(v, bool) or not isinstance(v, numbers.Real)):  # numpy's numbers are Real
+            flag = "p-accept" if f.name == "p" else f.name.replace("_", "-")
+            raise ValueError(f"--{flag} must be a number, got {v!r}")
+    if not 0.0 <= sc.p <= 1.0:
+        raise ValueError(f"--p-accept must be in [0, 1], got {sc.p}")
+    check_K(sc.K)
+    if isinstance(sc.seed, bool) or not isinstance(sc.seed, int) or sc.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
+    if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:
+        raise ValueError("--sessions and replica counts must be >= 1")
+    if sc.arrival_rate is not None and sc.sessions != 1:
+        raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
+    if sc.arrival_rate is not None and not 0 < sc.arrival_rate < math.inf:
+        raise ValueError(f"--arrival-rate must be > 0 tasks/s, got {sc.arrival_rate}")
+    check_scale(sc.strong_step_scale, "--strong-step-scale")
+    check_scale(sc.weak_step_scale, "--weak-step-scale")
+    # Upper bounds on what sizes a call (repair and verdict tokens): far past any real agent.
+    for name, v, hi in (("rho", sc.rho, MAX_RATIO), ("verdict-tokens", sc.verdict_tokens, MAX_CALL_TOKENS),
+                        ("network-rtt", sc.network_rtt_s, MAX_SECONDS)):
+        if not (math.isfinite(v) and 0 <= v <= hi):
+            raise ValueError(f"--{name} must be a finite number in [0, {hi:g}], got {v}")
+    for name in sc.protocols:
+        protocols.get(name)
+    parse_p_dist(sc.p_dist, sc.p)
+    rates = dict(false_accept=sc.false_accept, false_reject=sc.false_reject, spec_hit_rate=sc.spec_hit_rate,
+                 self_spec_hit_rate=sc.self_spec_hit_rate)
+    if sc.escalate_p is not None:
+        rates["escalate_p"] = sc.escalate_p
+    for k, v in rates.items():
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"--{k.replace('_', '-')} must be in [0, 1], got {v}")
+    if sc.escalation_span < 1:
+        raise ValueError(f"--escalation-span must be >= 1, got {sc.escalation_span}")
+    for k, v in (("api-ttft", sc.api_ttft_s), ("api-tps", sc.api_output_tps)):
+        if v is not None and not (math.isfinite(v) and (v >= 0 if k == "api-ttft" else v > 0)):
+            raise ValueError(f"--{k} must be a finite number {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
+    # What each protocol of the run takes: its options, less those it fixes (an ablation's).
+    taken = set().union(*(protocols.option_names(fn) - set(fixed)
+                          for fn, fixed, _ in (protocols.PROTOCOLS[n] for n in sc.protocols)))
+    for k, v in sc.options:
+        if k in PROTOCOL_OPTIONS:
+            raise ValueError(f"protocol option {k!r} is a field of the scenario: set that instead")
+        if k not in taken:
+            fixed = [f"{n} fixes {k}={protocols.PROTOCOLS[n][1][k]}" for n in sc.protocols if k in protocols.PROTOCOLS[n][1]]
+            raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}"
+                             + (f" ({'; '.join(fixed)})" if fixed else ""))
+        check_option(k, v)
+
+
+def replica_costs(sc: Scenario):
+    """``((coefficients, seconds added to each call), ...)`` of the scenario's strong and weak
+    replicas: the roofline's, or a measured endpoint's (``sc.calibration``) with its per-call
+    overhead; strong calls also pay the network round trip."""
+    cal = {which: (pre, dec, over) for which, pre, dec, over in sc.calibration}
+    out = []
+    for which, dep, rtt in (("strong", sc.strong, sc.network_rtt_s), ("weak", sc.weak, 0.0)):
+        coef = roofline.coefficients(dep)
+        if which in cal:
+            pre, dec, over = cal[which]
+            out.append((roofline.calibrated(coef, pre, dec), rtt + over))
+        else:
+            out.append((coef, rtt))
+    return tuple(out)
+
+
+def scenario_keys() -> set[str]:
+    """The settings that are Scenario fields taken as they are."""
+    return {f.name for f in fields(Scenario)} - {"strong", "weak", "protocols", "options", "calibration", "step_scale_source",
+                                              *LATENCY_KEYS}
+
+
+def setting_keys() -> set[str]:
+    """Every key :func:`build_scenario` takes."""
+    return scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
+
+
+def build_scenario(settings: dict, tasks=None):
+    """The validated :class:`Scenario` of ``settings`` (None values: the default).
+    ValueError (one line) for anything wrong; unknown keys are refused. ``tasks``: the tasks it
+    will run; where neither step scale is set and their steps name the scenario's two models,
+    the scales are the trace's own (:func:`costsim.traces.stats.step_scales`)."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    unknown = sorted(set(settings) - setting_keys())
+    if unknown:
+        raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+    if "options" in settings:
+        # An option that is a field of the scenario (K, rho, the rates...) sets that field: one
+        # value, checked and reported as the field is.
+        opts = parse_options(settings.pop("options"))
+        for k, v in opts:
+            if k in PROTOCOL_OPTIONS and v is not None:  # none: the field's default
+                if k in settings:
+                    raise ValueError(f"--option {k} is given twice: by its own setting and by --option")
+                settings[k] = v
+        settings["options"] = tuple((k, v) for k, v in opts if k not in PROTOCOL_OPTIONS)
+    taken = scenario_keys()
+    kw = {k: v for k, v in settings.items() if k in taken}
+    if settings.get("protocols") is not None:
+        names = settings["protocols"]
+        names = tuple(x.strip() for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)
+        if not names:
+            raise ValueError("--protocols names no protocol")
+        if names:
+            kw["protocols"] = names + tuple(API_BILLED[n] for n in names if n in API_BILLED and API_BILLED[n] not in names)
+    for k in LATENCY_KEYS:
+        if k in settings:
+            kw[k] = Latency.parse(settings[k])
+    if "options" in settings:
+        kw["options"] = settings["options"]
+    if "calibration" in settings:
+        kw["calibration"] = calibration_fits(settings["calibration"])
+    strong, weak = deployments(**{k: settings[k] for k in DEPLOY_KEYS if k in settings})
+    if {"strong_step_scale", "weak_step_scale"} & set(settings):
+        kw["step_scale_source"] = "given"
+    elif tasks is not None:
+        found = step_scales(tasks, (strong.model.name, strong.model.display_name),
+                            (weak.model.name, weak.model.display_name))
+        if found:
+            kw.update(strong_step_scale=found["strong_step_scale"], weak_step_scale=found["weak_step_scale"],
+                      step_scale_source=found["source"])
+    try:
+        sc = Scenario(strong=strong, weak=weak, **kw)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    check(sc)
+    return sc
+
+
+def parse_options(options) -> tuple:
+    """Protocol options as ``((name, value), ...)``: from a table (sorted by name), pairs, or
+    ``NAME=VALUE`` strings in their order, values read as TOML scalars (numbers, true/false,
+    quoted or bare strings; a bare ``none`` is None). In every form a name given twice is
+    refused and a whole-number float of a count is the count (TOML's 3.0 is 3)."""
+    import tomllib
+
+    if isinstance(options, dict):
+        pairs = sorted(options.items())
+    elif isinstance(options, tuple) and all(isinstance(o, tuple) and len(o) == 2 for o in options):
+        pairs = list(options)
+    elif isinstance(options, str) or not isinstance(options, (list, tuple)):
+        raise ValueError("options must be a table of protocol options")
+    else:
+        pairs = []
+        for item in options:
+            name, eq, raw = str(item).partition("=")
+            name = name.strip().replace("-", "_")
+            if not eq or not name.isidentifier():
+                raise ValueError(f"--option {item!r}: expected NAME=VALUE")
+            try:
+                value = tomllib.loads(f"v = {raw.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = raw.strip()
+                if value.lower() == "none":  # TOML has no null: the word stands for "none" (max_span=none)
+                    value = None
+            pairs.append((name, value))
+    out = []
+    for name, value in pairs:
+        if any(n == name for n, _ in out):
+            raise ValueError(f"--option {name} is given twice")
+        if (type(value) is float and value.is_integer() and name in OPTIONS
+                and OPTIONS[name][1].type.startswith("int")):
+            value = int(value)
+        out.append((name, value))
+    return tuple(out)
+
+
+def calibration_fits(path) -> tuple:
+    """The measured endpoint fits of a calibration file for a Scenario (() without one)."""
+    if not path:
+        return ()
+    try:
+        return endpoint_fits(load_calibration(path))
+    except CalibrationError as e:
+        raise ValueError(str(e)) from None
+
+
+def settings_of(options: dict) -> dict:
+    """A command's scenario options (``p_accept=0.8``, ``option=["K=3"]``) as the settings
+    :func:`build_scenario` takes (``p=0.8``, ``options=("K=3",)``)."""
+    return {OPTION_SETTINGS.get(k, k): v for k, v in options.items()}
