@@ -1,6 +1,6 @@
 """The closed forms of the SpecAgent cost model — the single source of every formula.
 
-Notation (see ``shared/reference/specagent.md``):
+Notation (the paper's; docs/cost-model.md writes each formula out):
 
 - ``p``: per-step acceptance rate p_u of the task (steps of a chunk accepted independently);
 - ``n``: steps in a reviewed chunk (the paper's K when every chunk is reviewed at full length);

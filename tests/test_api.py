@@ -173,3 +173,13 @@ def test_the_main_functions_import_from_costsim_without_loading_the_library():
             "import costsim.api as api; print(sorted(heavy), predict is api.predict, plan is api.plan)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["[]", "True", "True"]
+
+
+def test_docs_api_names_every_function_and_result():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    public = [n for n, v in vars(api).items() if not n.startswith("_") and getattr(v, "__module__", "") == "costsim.api"
+              and (inspect.isfunction(v) or inspect.isclass(v)) and n not in ("to_jsonable", "Warnings")]
+    missing = [n for n in public if f"{n}(" not in text and f"`{n}`" not in text and f"{n}:" not in text]
+    assert not missing, missing
