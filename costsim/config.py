@@ -71,7 +71,7 @@ SOURCES = {**WORKLOAD_SOURCES, **DEPLOYMENT_SOURCES}
 
 @dataclass(frozen=True)
 class EdgeCloud:
-    """Edge-cloud's deployment when the user gives none (:mod:`costsim.sim.api`): the hosted
+    """Edge-cloud's deployment when the user gives none (:mod:`costsim.sim.hosted`): the hosted
     strong model's API profile, the weak model's local device, and the API's time to first
     token (s) and output speed (tokens/s) where its profile has none."""
 

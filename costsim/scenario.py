@@ -129,7 +129,7 @@ class Scenario:
     escalation_span: int = AgentCollabOptions.escalation_span
     spec_hit_rate: float = SpeculativeActionsOptions.spec_hit_rate
     self_spec_hit_rate: float = SelfSpecOptions.self_spec_hit_rate
-    # Edge-cloud (costsim.sim.api); None: the profile's where it has one, else config.EDGE_CLOUD.
+    # Edge-cloud (costsim.sim.hosted); None: the profile's where it has one, else config.EDGE_CLOUD.
     api: str | None = None                # the strong model's API profile
     api_ttft_s: float | None = None       # its time to first token, s
     api_output_tps: float | None = None   # its output speed, tokens/s

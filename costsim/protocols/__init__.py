@@ -32,7 +32,7 @@ PROTOCOLS = {
     "self-spec": (self_spec.run, {}, "Strong-only, the strong agent predicting its own read-only tool calls"),
     "specagent-self-spec": (with_verifier_errors(self_spec.run_specagent), {},
                             "SpecAgent, the weak drafter predicting the read-only tool calls it drafts"),
-    # SpecAgent and Strong-only on the API backend (costsim.sim.api: strong behind a priced API).
+    # SpecAgent and Strong-only on the API backend (costsim.sim.hosted: strong behind a priced API).
     "edge-cloud": (_specagent, {}, "SpecAgent with the weak model on a local device and the strong model behind "
                                    "a priced API"),
     "cloud-strong-only": (strong_only.run, {}, "Strong-only behind the priced API (edge-cloud's baseline)"),

@@ -1,5 +1,5 @@
 """The SimPy engine: replicas with continuous batching (:mod:`.replica`), each task's driver
-(:mod:`.agent`), a hosted API as a backend (:mod:`.api`), and runs of protocols over tasks
+(:mod:`.agent`), a hosted API as a backend (:mod:`.hosted`), and runs of protocols over tasks
 (:mod:`.run`). Only this package imports SimPy."""
 
 from .agent import TaskRun

@@ -17,7 +17,7 @@ from .. import protocols
 from ..acceptance import parse_p_dist
 from ..config import ON_API
 from ..scenario import Scenario, check, protocol_options, replica_costs
-from . import api
+from . import hosted
 from .agent import TaskRun
 from .replica import Replica
 
@@ -39,7 +39,7 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
     env = simpy.Environment()
     on_api = name in ON_API
     if on_api:
-        strong, weak = api.replicas(env, sc)
+        strong, weak = hosted.replicas(env, sc)
     else:
         (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
         pool = None if sc.kv_cap else math.inf
@@ -56,7 +56,7 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
         tr = TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
                      rng, sc.tool_latency, sc.user_latency)
         tr.wakes_alone = True  # a session or arrival process: its start, then its own events
-        return api.BilledRun(tr) if on_api else tr
+        return hosted.BilledRun(tr) if on_api else tr
 
     def end(i, tr):
         row = tr.finish()
