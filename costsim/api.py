@@ -25,9 +25,9 @@ from .memory import DoesNotFit
 from .profiles import ProfileError
 from .traces.importers import IMPORTERS, Importer
 
-#: The one-line errors of bad input that any function here may raise besides ValueError's
-#: others (all are ValueErrors): a profile that is not there or not valid, a deployment that
-#: does not fit. ``write_atomic`` is the one atomic writer, for the CLI's outputs.
+#: The kinds of one-line error (ValueErrors all) that any function here may raise on bad input
+#: besides a plain ValueError: a profile that is not there or not valid, a deployment that does
+#: not fit. ``write_atomic`` is the one atomic writer, for the CLI's outputs.
 INPUT_ERRORS = (ProfileError, DoesNotFit)
 __all__ = ["INPUT_ERRORS", "write_atomic"]
 
