@@ -92,7 +92,8 @@ def _n(x, fmt=",.0f"):
 
 def _print_stats(name: str, s: dict, per_task: bool):
     k = s["kinds"]
-    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps (K={s['K']}, chunking {s['chunking']})")
+    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps in {s['calls']} model calls (K={s['K']} calls, "
+          f"chunking {s['chunking']})")
     print("  steps by kind   " + "  ".join(f"{x} {k[x]}" for x in _KINDS))
     t = s["tokens"]
     print(f"  tokens          prompt {_n(t['prompt'])}  completion {_n(t['completion'])}  "
@@ -103,14 +104,14 @@ def _print_stats(name: str, s: dict, per_task: bool):
           f"growth {_n(s['mean_context_growth_per_step'], ',.1f')} tokens/step (means over tasks)")
     c = s["chunk_lengths"]
     width = max(6, len(str(max(c["reviewed"] + c["unreviewed"] + [0]))) + 1)
-    print("  chunk length    " + "".join(f"{i:>{width}}" for i in range(1, c["K"] + 1)))
+    print("  chunk length    " + "".join(f"{i:>{width}}" for i in range(1, c["K"] + 1)) + "  (model calls)")
     print("    reviewed      " + "".join(f"{x:>{width}}" for x in c["reviewed"]))
     print("    unreviewed    " + "".join(f"{x:>{width}}" for x in c["unreviewed"]))
     print(f"    {c['chunks']} chunks, mean length {_n(c['mean_length'], '.2f')}; ended by "
           + ", ".join(f"{e} {n}" for e, n in c["ends"].items()))
     r = s["reviews_per_task"]
     print(f"  reviews/task    mean {_n(r['mean'], '.2f')} (min {r['min']}, max {r['max']}); "
-          f"{_n(s['steps_per_review'], '.1f')} committed steps per review, every draft accepted")
+          f"{_n(s['calls_per_review'], '.1f')} committed model calls per review, every draft accepted")
     for m, v in s["models"].items():
         print(f"  model {m}: {v['steps']} steps, {v['output_tokens']:,} output tokens"
               + (f", {v['timed_steps']} timed: {v['mean_duration_s']:.2f} s/step, "

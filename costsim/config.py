@@ -213,7 +213,7 @@ class AgentCollabOptions:
     # on the shipped tau2-airline trace (default deployments and options):
     # costsim.paper.fit_agentcollab_stall, which a test reruns. AgentCollab publishes neither its
     # stall rate nor its spans; this is the one free parameter.
-    escalate_p: float = option(0.317, "P(no progress) per weak step (fitted to the paper's strong calls on "
+    escalate_p: float = option(0.325, "P(no progress) per weak step (fitted to the paper's strong calls on "
                                       "tau2-airline: costsim.paper.fit_agentcollab_stall; with stall=acceptance "
                                       "unused: 1 - p_u)")
     stall: str = option("rate", "no progress at escalate_p per weak step, or when the acceptance process "

@@ -58,7 +58,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     d, o, ctx = step_shape(tasks)
     opts = {**protocol_options(sc), **PROTOCOLS[protocol][1]}  # an ablation's fixed options too
     rule = opts.get("chunking", DEFAULT_CHUNKING)
-    dist = chunk_distribution([c for t in tasks for c in chunks(t.steps, sc.K, rule)], sc.K)
+    dist = chunk_distribution([c for t in tasks for c in chunks(t.calls, sc.K, rule)], sc.K)
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])
     if opts.get("review") == "all":  # the chunks that reach K unreviewed are reviewed too
         pr, pu = pr + pu, np.zeros_like(pu)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -62,12 +63,22 @@ class Latency:
         """Expected seconds: the median times exp(sigma²/2) for a lognormal."""
         return self.seconds * float(np.exp(self.sigma**2 / 2.0)) if self.seconds > 0 else 0.0
 
-    def sample(self, rng: np.random.Generator) -> float:
+    def sample(self, rng: np.random.Generator, calls: int = 1) -> float:
+        """Seconds of ``calls`` such calls run together (in parallel): the longest of their draws."""
         if self.seconds <= 0:
             return 0.0
         if self.sigma <= 0:
             return self.seconds
-        return float(self.seconds * np.exp(self.sigma * rng.standard_normal()))
+        z = rng.standard_normal() if calls == 1 else float(rng.standard_normal(calls).max())
+        return float(self.seconds * np.exp(self.sigma * z))
+
+    def mean_of(self, calls: int = 1) -> float:
+        """Expected seconds of ``calls`` such calls run together: E[max] of their draws (for a
+        lognormal, the integral of n φ(z) Φ(z)^(n-1) times the draw at z, by the trapezoid rule
+        on 4,001 points over ±12 standard deviations: exact to far below a microsecond)."""
+        if calls == 1 or self.seconds <= 0 or self.sigma <= 0:
+            return self.mean
+        return _mean_of_max(self.seconds, self.sigma, calls)
 
     @classmethod
     def parse(cls, spec: str | float | None) -> "Latency":
@@ -91,6 +102,15 @@ class Latency:
             pass
         raise ValueError(f"latency {spec!r}: expected seconds in [0, {MAX_SECONDS:g}], lognormal:median,sigma "
                          f"(sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
+
+
+@lru_cache(maxsize=256)
+def _mean_of_max(median_s: float, sigma: float, n: int) -> float:
+    z = np.linspace(-12.0, 12.0, 4001)
+    phi = np.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi)
+    cdf = np.array([0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) for x in z])
+    y = median_s * np.exp(sigma * z) * n * phi * cdf ** (n - 1)
+    return float(((y[1:] + y[:-1]) / 2.0 * np.diff(z)).sum())
 
 
 @dataclass(frozen=True)

@@ -112,9 +112,17 @@ def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
     return np.stack([_expect(task, restart(task), p, q, models, latency) for task in tasks])
 
 
-def _latency(sc: Scenario) -> dict:
-    return {"read": sc.tool_latency.mean, "write": sc.tool_latency.mean,
-            "respond": sc.user_latency.mean, "final": 0.0, "recorded": sc.tool_latency.of}
+def _latency(sc: Scenario):
+    """Expected seconds of a step's side effect: its tool calls run together (recorded, or the
+    expected longest of their draws), the user's reply, or none after the final answer."""
+    tool, user = sc.tool_latency, sc.user_latency
+
+    def lat(step) -> float:
+        if step.kind in ("read", "write"):
+            rec = tool.of(step)
+            return rec if rec is not None else tool.mean_of(step.tool_calls)
+        return user.mean if step.kind == "respond" else 0.0
+    return lat
 
 
 def _restarter(sc: Scenario, name: str):
@@ -209,9 +217,9 @@ def _segments(task, restart, q, one):
     each state the schedule runs to its next boundary once for every sequence of review outcomes
     (a script); each run keeps only the commands after its script's last answer, weighted by
     the script's probability, so every command is counted once."""
-    layers = [dict() for _ in range(len(task.steps) + 1)]
+    layers = [dict() for _ in range(len(task.calls) + 1)]
     layers[0][None] = one
-    for i in range(len(task.steps)):
+    for i in range(len(task.calls)):
         for state, mass in layers[i].items():
             scripts = [((), mass)]
             while scripts:
@@ -272,8 +280,7 @@ def _cost(items, models, latency) -> list:
             vec[_COL["wall_s"]] += secs + overhead
         elif kind is Execute:
             step = cmd.step
-            rec = latency["recorded"](step) if step.kind in ("read", "write") else None
-            lat = latency[step.kind] if rec is None else rec
+            lat = latency(step)
             vec[_COL["wall_s"]] += lat
             vec[_COL["tool_s"]] += lat
         else:

@@ -107,12 +107,28 @@ def test_airline_measured_tokens_first_task():
 
 
 def test_airline_chunk_lengths_K6():
-    """The Airline trace's chunk lengths at K = 6 when messages end the chunk, counted by hand once."""
+    """The Airline trace's chunks of model calls at K = 6 when messages end the chunk: 250
+    messages and 52 calls that issue a write end one each (61 writes in 52 calls: the raw
+    file's tallies, test_shipped_calls_are_the_raw_files_agent_calls), three reach K."""
     c = trace_stats(load("tau2-airline").tasks, K=6, chunking="messages-end")["chunk_lengths"]
-    assert c["reviewed"] == [59, 0, 1, 0, 1, 0]
-    assert c["unreviewed"] == [177, 33, 17, 8, 6, 33]
-    assert c["ends"] == {"write": 61, "response": 250, "K": 24, "end": 0}
-    assert sum(i * (r + u) for i, (r, u) in enumerate(zip(c["reviewed"], c["unreviewed"]), 1)) == 621
+    assert c["reviewed"] == [50, 0, 0, 1, 1, 0]
+    assert c["unreviewed"] == [172, 41, 22, 7, 6, 5]
+    assert c["ends"] == {"write": 52, "response": 250, "K": 3, "end": 0}
+    assert sum(i * (r + u) for i, (r, u) in enumerate(zip(c["reviewed"], c["unreviewed"]), 1)) == 467
+
+
+@needs_raw
+@pytest.mark.parametrize("name,calls,writing", [("tau2-airline", 467, 52), ("tau2-retail", 1027, 160)])
+def test_shipped_calls_are_the_raw_files_agent_calls(name, calls, writing):
+    # Counted straight from the raw messages: every agent message but the scripted greeting is one
+    # model call; those whose tool calls include a write are held whole.
+    sims = json.loads((RAW / FILES[name][0]).read_text())["simulations"]
+    agent = [m for s in sims for m in s["messages"][1:] if m["role"] == "assistant"]
+    assert len(agent) == calls
+    assert sum(any(c["name"] not in READ_TOOLS for c in m["tool_calls"] or ()) for m in agent) == writing
+    tasks = load(name).tasks
+    assert sum(len(t.calls) for t in tasks) == calls
+    assert sum(s.kind == "write" for t in tasks for s in t.calls) == writing
 
 
 @needs_raw

@@ -58,7 +58,7 @@ def test_distribution_and_reviews():
     assert c["mean_length"] == 12 / 6
     assert [r["reviews"] for r in s["per_task"]] == [2, 1]
     assert s["reviews_per_task"] == {"mean": 1.5, "min": 1, "max": 2}
-    assert s["steps_per_review"] == 12 / 3
+    assert s["calls_per_review"] == 12 / 3 and s["calls"] == s["steps"] == 12  # one call a step: none share one
     assert s["kinds"] == {"read": 7, "write": 3, "respond": 1, "final": 1}
 
 

@@ -58,7 +58,7 @@ def schedule(task, escalate_p: float = O.escalate_p, stall: str = O.stall, escal
         raise ValueError(f"stall must be 'rate' or 'acceptance', got {stall!r}")
     stall_p = None if stall == "acceptance" else escalate_p
     scale = {"strong": check_scale(strong_step_scale), "weak": check_scale(weak_step_scale)}
-    steps, N = task.steps, len(task.steps)
+    steps, N = task.calls, len(task.calls)
     history = task.initial_context                             # shared history, tokens
     cached = {"strong": 0, "weak": 0}                         # what each model's cache holds
     i, escalations, strong_left, todo = 0, 0, 0, []             # todo: strong recovery steps

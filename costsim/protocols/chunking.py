@@ -1,8 +1,9 @@
 """SpecAgent's chunking rule, and what a trace looks like to it: chunks, reviews, and the
 per-task and per-file statistics of `costsim traces stats`.
 
-Chunking (the recorded trajectory taken as the committed one, every draft accepted) follows a
-named rule, :data:`CHUNKINGS`. In all of them a ``read`` joins the current chunk and the K-th
+Chunking (the recorded trajectory taken as the committed one, every draft accepted) runs over
+a task's model calls (:attr:`costsim.traces.Task.calls`: a call's tool calls are one step,
+issued together, held together if one of them writes) and follows a named rule, :data:`CHUNKINGS`. In all of them a ``read`` joins the current chunk and the K-th
 step ends it (end ``"K"``); a ``write`` ends the chunk and is held, so the chunk is reviewed
 (end ``"write"``); steps left at the end of a task form a last chunk (end ``"end"``). They
 differ in what a message to the user (``respond``, and the task's ``final`` answer) does:
@@ -122,13 +123,15 @@ def _kinds(steps) -> dict[str, int]:
 
 
 def task_stats(task: Task, K: int = WORKLOAD.K, chunking: str = DEFAULT_CHUNKING) -> dict:
-    """Per-task figures: steps by kind, tokens, context growth, chunks, implied reviews."""
+    """Per-task figures: steps by kind, model calls, tokens, context growth, chunks (of calls:
+    what SpecAgent drafts), implied reviews."""
     steps = task.steps
     ctx = [s.context_tokens for s in steps if s.context_tokens >= 0]
-    ch = chunks(steps, K, chunking)
+    ch = chunks(task.calls, K, chunking)
     return {
         "task_id": task.task_id,
         "steps": len(steps),
+        "calls": len(task.calls),
         "kinds": _kinds(steps),
         "tokens": {
             "prompt": sum(ctx),
@@ -156,7 +159,8 @@ def trace_stats(tasks: list[Task], K: int = WORKLOAD.K, chunking: str = DEFAULT_
     _check(K, chunking)
     rows = [task_stats(t, K, chunking) for t in tasks]
     steps = [s for t in tasks for s in t.steps]
-    all_chunks = [c for t in tasks for c in chunks(t.steps, K, chunking)]
+    calls = sum(len(t.calls) for t in tasks)
+    all_chunks = [c for t in tasks for c in chunks(t.calls, K, chunking)]
     reviews = [r["reviews"] for r in rows]
     n_est = Counter(f for s in steps for f in s.estimated_fields)
     fit = fit_tasks(tasks) if any(s.verdict is not None for s in steps) else None
@@ -167,7 +171,9 @@ def trace_stats(tasks: list[Task], K: int = WORKLOAD.K, chunking: str = DEFAULT_
         "kinds": _kinds(steps),
         "tokens": {k: sum(r["tokens"][k] for r in rows) for k in ("prompt", "completion", "observation")},
         "estimated_fraction": {f: n_est[f] / len(steps) for f in sorted(n_est)} if steps else {},
+        "calls": calls,
         "mean_steps_per_task": len(steps) / len(tasks) if tasks else None,
+        "mean_calls_per_task": calls / len(tasks) if tasks else None,
         "mean_context_first": _mean(r["context_first"] for r in rows),
         "mean_context_last": _mean(r["context_last"] for r in rows),
         "mean_context_growth_per_step": _mean(r["context_growth_per_step"] for r in rows),
@@ -176,7 +182,7 @@ def trace_stats(tasks: list[Task], K: int = WORKLOAD.K, chunking: str = DEFAULT_
             "mean": _mean(reviews), "min": min(reviews) if reviews else None,
             "max": max(reviews) if reviews else None,
         },
-        "steps_per_review": len(steps) / sum(reviews) if sum(reviews) else None,
+        "calls_per_review": calls / sum(reviews) if sum(reviews) else None,
         "models": model_stats(steps),
         "tool_latency": tool_latency_stats(steps),
         "verdict_fit": fit,

@@ -42,7 +42,7 @@ def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.rev
     for name, value, allowed in (("review", review, ("held", "all")), ("repair", repair, ("fused", "separate"))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    steps, N = task.steps, len(task.steps)
+    steps, N = task.calls, len(task.calls)
     i, s_ctx, s_pending, w_ctx, w_pending = start or (0, 0, task.initial_context, 0, task.initial_context)
     while i < N:
         yield Boundary(i, (i, s_ctx, s_pending, w_ctx, w_pending))

@@ -70,7 +70,7 @@ def run(tr, task, spec_hit_rate: float = O.spec_hit_rate, lookahead: bool = O.lo
                                final_speculation, strong_step_scale, weak_step_scale)
         return
     always = speculate == "always"
-    env, rng, row, steps = tr.env, tr.rng, tr.row, task.steps
+    env, rng, row, steps = tr.env, tr.rng, tr.row, task.calls
     hits = side_rng(rng, 3)
     N = len(steps)
     if not N:
@@ -145,7 +145,7 @@ def _history(task) -> list:
     """``H[j]``: the history's tokens before step j (the initial context, then each step and its
     observation), ``H[N]`` after the last."""
     H = [task.initial_context]
-    for s in task.steps:
+    for s in task.calls:
         H.append(H[-1] + s.output_tokens + s.observation_tokens)
     return H
 
@@ -172,7 +172,7 @@ def _user_turns(tr, task, hit_rate, guess_tokens, adopt_all, depth, final, s_sca
     out); a prefix cache keeps what it read at the last guess. ``final``: also speculate after
     the closing message, as the code does; its calls are costed, but the task has ended for its
     user (the code does not wait for it)."""
-    env, row, steps = tr.env, tr.row, task.steps
+    env, row, steps = tr.env, tr.row, task.calls
     hits = side_rng(tr.rng, 3)
     N = len(steps)
     H = _history(task)

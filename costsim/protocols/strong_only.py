@@ -17,7 +17,7 @@ def schedule(task, strong_step_scale: float = S.strong_step_scale, *, _model: st
     model = _model  # "weak" for Weak-only; not a user option
     scale = check_scale(strong_step_scale)
     ctx, pending = 0, task.initial_context
-    for st in task.steps:
+    for st in task.calls:
         yield Call(model, pending, ctx, step_decode(st, scale))
         ctx += pending + st.output_tokens
         yield Execute(st)

@@ -114,9 +114,10 @@ class TaskRun:
         return (self.env.timeout(lat),)
 
     def tool_seconds(self, step) -> float:
-        """How long ``step``'s tool call takes: its recorded time where the latency uses it."""
+        """How long ``step``'s tool calls take (run together): their recorded time where the
+        latency uses it."""
         rec = self.tool_latency.of(step)
-        return rec if rec is not None else self.tool_latency.sample(self.rng)
+        return rec if rec is not None else self.tool_latency.sample(self.rng, step.tool_calls)
 
     @property
     def end(self) -> float:

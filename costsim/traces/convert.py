@@ -3,7 +3,9 @@
 Rules (also in ``traces/README.md``):
 
 - each assistant tool call is one step (a message with n tool calls is n steps, in order), its
-  kind from the tool table (read | write; unknown names are writes and are counted);
+  kind from the tool table (read | write; unknown names are writes and are counted); every
+  step keeps which model call issued it (``Step.call``: the assistant messages numbered from 0),
+  so a protocol pays one call for a message's tool calls and runs them together;
 - an assistant message without tool calls is a ``respond`` step, and the last assistant
   message of the transcript is ``final`` (if that message makes tool calls, its steps keep
   their tool kinds and the task has no ``final`` step);
@@ -116,7 +118,8 @@ def steps_from_messages(msgs: list[Msg], kinds: ToolKinds, system_tokens: int = 
                 if f.role == "assistant":
                     break
                 following.append(f)
-            steps.extend(_message_steps(m, i == last, following, kinds, est_ctx))
+            call = len({s.call for s in steps})  # the model calls before this one
+            steps.extend(replace(s, call=call) for s in _message_steps(m, i == last, following, kinds, est_ctx))
         est_ctx += m.estimated_tokens()
     return steps
 

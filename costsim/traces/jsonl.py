@@ -31,7 +31,7 @@ FORMAT = "costsim-trace"
 _TASK_KEYS = {"task_id", "steps", "domain", "source", "reward", "meta"}
 _STEP_KEYS = {
     "kind", "tool", "output_tokens", "observation_tokens", "context_tokens", "model",
-    "duration_s", "tool_duration_s", "verdict", "estimated", "estimated_fields",
+    "duration_s", "tool_duration_s", "verdict", "estimated", "estimated_fields", "call", "tool_calls",
 }
 
 
@@ -139,6 +139,8 @@ def step_from_dict(d, where: str = "") -> Step:
         verdict=verdict,
         estimated=estimated,
         estimated_fields=tuple(ef),
+        call=_int(d, "call", where) if d.get("call", None) is not None else None,
+        tool_calls=_int(d, "tool_calls", where, default=1, minimum=1),
     )
 
 
@@ -183,6 +185,10 @@ def step_to_dict(s: Step) -> dict:
         d["estimated"] = True
     if s.estimated_fields:
         d["estimated_fields"] = list(s.estimated_fields)
+    if s.call is not None:
+        d["call"] = s.call
+    if s.tool_calls != 1:
+        d["tool_calls"] = s.tool_calls
     return d
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..config import MAX_TOKENS
@@ -330,7 +330,7 @@ def _steps(spans: list[Span], kinds: ToolKinds) -> tuple[list[Step], dict]:
     steps = []
     for i, m in enumerate(calls):
         nxt = calls[i + 1] if i + 1 < len(calls) else None
-        steps.extend(_call_steps(m, issued[i], nxt, i == len(calls) - 1, kinds))
+        steps.extend(replace(s, call=i) for s in _call_steps(m, issued[i], nxt, i == len(calls) - 1, kinds))
     notes = {"tool_spans_before_any_model_call": lost, "failed_model_calls_left_out": len(failed),
              "tool_spans_inside_a_tool_span": len(nested)}
     return steps, notes

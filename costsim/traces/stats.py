@@ -13,10 +13,10 @@ from .schema import Step
 
 
 def step_shape(tasks) -> tuple[float, float, float]:
-    """``(mean output tokens, mean observation tokens, median context)`` over the tasks' steps
-    (a context of -1, unknown, counts as 0): the typical step the closed forms and the
-    balance point are quoted at."""
-    steps = [s for t in tasks for s in t.steps]
+    """``(mean output tokens, mean observation tokens, median context)`` over the tasks' model
+    calls (:attr:`costsim.traces.Task.calls`: what a protocol's step is; a context of -1,
+    unknown, counts as 0): the typical step the closed forms and the balance point are quoted at."""
+    steps = [s for t in tasks for s in t.calls]
     if not steps:
         return 0.0, 0.0, 0.0
     out = sorted(s.output_tokens for s in steps)
