@@ -77,7 +77,8 @@ def render(result: dict) -> str:
             ("wall s/task", "wall_s", 1), ("R (strong HBM)", "R", 1), ("R in strong time", "R_time", 1),
             ("L (wall time)", "L", 1), ("total HBM ratio", "hbm_ratio", 1), ("FLOPs ratio", "flops_ratio", 1),
             ("strong calls ratio", "strong_calls_ratio", 1), ("strong decoded share", "strong_decode_tokens_ratio", 1),
-            ("steps per review", "steps_per_review", 1), ("strong batch (mean)", "strong_mean_batch", 1)]
+            ("steps per review", "steps_per_review", 1), ("reviewed chunk (steps)", "reviewed_chunk_steps", 1),
+            ("strong share of HBM", "strong_hbm_share", 1), ("strong batch (mean)", "strong_mean_batch", 1)]
     lines = [f"{sc['tasks']} tasks, p_u = {sc['p']:g}" + (f" ({sc['p_dist']})" if sc["p_dist"] else "")
              + f", K = {sc['K']}, seed {sc['seed']}, "
              + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),

@@ -32,7 +32,7 @@ EXTRA_COUNTERS = (
 
 MODEL_KEYS = {who: tuple(f"{who}_{c}" for c in COUNTERS) for who in ("strong", "weak")}
 EMPTY_ROW = {k: 0.0 for keys in MODEL_KEYS.values() for k in keys}
-EMPTY_ROW.update(committed_steps=0, reviews=0, rejections=0, auto_commits=0, tool_s=0.0)
+EMPTY_ROW.update(committed_steps=0, reviews=0, reviewed_steps=0, rejections=0, auto_commits=0, tool_s=0.0)
 EMPTY_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
 Z95 = 1.959963984540054
@@ -142,6 +142,9 @@ def summarize(rows, baseline: str = "strong-only", api_baseline: str = API_BILLE
             m[f"{c}_per_step"] = ratio_ci(col[c], steps)
         if col["reviews"].sum() > 0:
             m["steps_per_review"] = ratio_ci(steps, col["reviews"])
+            m["reviewed_chunk_steps"] = ratio_ci(col["reviewed_steps"], col["reviews"])
+        if col["hbm_bytes"].sum() > 0:
+            m["strong_hbm_share"] = ratio_ci(col["strong_hbm_bytes"], col["hbm_bytes"])
         if base is not None and [r["task_index"] for r in base] == [r["task_index"] for r in rs]:
             bcol = {c: np.array([r[c] for r in base], float) for c in RATIOS.values()}
             for metric, c in RATIOS.items():

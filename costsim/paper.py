@@ -8,7 +8,6 @@ with the paper's acceptance rates unknown).
 
 from __future__ import annotations
 
-import math
 import tomllib
 from functools import lru_cache
 
@@ -46,7 +45,9 @@ def chunking_ratios(rules=None, p: float = TAU2_P, K: int = TAU2_K) -> dict:
     """``{trace: {rule: {metric: value}}}``: SpecAgent against Strong-only on each tau² trace
     under each chunking rule — the exact twin's expectations (one session, default
     deployments): strong calls ratio, decoded strong-token share, committed steps per review,
-    HBM and wall ratios — beside the paper's strong-call ratio."""
+    the mean reviewed chunk, the strong share of SpecAgent's HBM, HBM and wall ratios — beside
+    the paper's strong-call ratio. A table of the rules, not a way to choose one: the default
+    is the paper's text (:data:`costsim.config.SpecAgentOptions`)."""
     from .scenario import Scenario
     from .twin import ratios
     from .config import CHUNKINGS
@@ -63,20 +64,9 @@ def chunking_ratios(rules=None, p: float = TAU2_P, K: int = TAU2_K) -> dict:
                 "strong_calls_ratio": sa["strong_calls_ratio"],
                 "paper_strong_calls_ratio": b["specagent_calls"] / b["strong_only_calls"],
                 "strong_decode_tokens_ratio": sa["strong_decode_tokens_ratio"],
-                "steps_per_review": sa["committed_steps"] / sa["reviews_per_task"] if sa["reviews_per_task"] else math.inf,
-                "hbm_ratio": sa["hbm_ratio"], "wall_ratio": sa["wall_ratio"]}
+                "steps_per_review": sa["steps_per_review"], "reviewed_chunk_steps": sa["reviewed_chunk_steps"],
+                "strong_hbm_share": sa["strong_hbm_share"], "hbm_ratio": sa["hbm_ratio"], "wall_ratio": sa["wall_ratio"]}
     return out
-
-
-def closest_chunking(table: dict) -> str:
-    """The rule whose worst log-ratio miss of the paper's strong-call ratio over the traces is
-    smallest: what :data:`costsim.protocols.chunking.DEFAULT_CHUNKING` was chosen by."""
-    rules = next(iter(table.values()))
-
-    def worst(rule):
-        return max(abs(math.log(t[rule]["strong_calls_ratio"] / t[rule]["paper_strong_calls_ratio"]))
-                   for t in table.values())
-    return min(rules, key=worst)
 
 
 def agentcollab_calls_ratio(escalate_p: float, seeds=range(8), trace: str = "tau2-airline") -> float:

@@ -144,8 +144,9 @@ def notes(tasks, result) -> list[str]:
     bench = published()["benchmark"].get(domains.pop().capitalize()) if len(domains) == 1 else None
     if bench and "trace" in bench and all(t.source.startswith("tau2:") for t in tasks) and "specagent" in prot \
             and "strong_calls_ratio" in prot["specagent"]:
-        m, tau2 = prot["specagent"], published()["tau2"]
+        m, tau2, shares = prot["specagent"], published()["tau2"], published()["shares"]
         lo, hi = tau2["decoded_strong_share"]
+        s_lo, s_hi = shares["strong_hbm_share"]
         out.append(f"the paper ({bench['trace']}'s domain, K = {bench['K']}): SpecAgent's strong calls "
                    f"{bench['specagent_calls']} / {bench['strong_only_calls']} = "
                    f"{bench['specagent_calls'] / bench['strong_only_calls']:.3f} of Strong-only's, here "
@@ -155,5 +156,9 @@ def notes(tasks, result) -> list[str]:
                    f"thinking strong steps); wall {bench['wall']} there, {m['wall_ratio']['mean']:.2f} here "
                    f"(kappa {kappa:.2f} here; the strong step scale that gives the paper's wall on the default "
                    f"deployments is computed in figures/README.md, costsim.paper.implied_strong_step_scale: "
-                   f"--strong-step-scale, docs/protocols.md).")
+                   f"--strong-step-scale, docs/protocols.md); committed steps (model calls) per review "
+                   f"{m['steps_per_review']['mean']:.1f} here, about {tau2['steps_per_review']} there; the strong "
+                   f"model's share of SpecAgent's HBM reads {m['strong_hbm_share']['mean']:.0%} here, {s_lo:.0%}-{s_hi:.0%} "
+                   f"over the paper's benchmarks (verdicts of a few dozen tokens, the weak model drafting every "
+                   f"step: docs/protocols.md).")
     return out

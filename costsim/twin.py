@@ -33,7 +33,7 @@ from .scenario import Scenario, protocol_options, replica_costs
 
 #: The row columns the twin computes (expected values per task), as in the simulator's rows.
 COLUMNS = tuple(f"{who}_{c}" for who in ("strong", "weak") for c in COUNTERS) + (
-    "wall_s", "tool_s", "reviews", "rejections", "auto_commits", "committed_steps")
+    "wall_s", "tool_s", "reviews", "reviewed_steps", "rejections", "auto_commits", "committed_steps")
 _COL = {c: i for i, c in enumerate(COLUMNS)}
 
 
@@ -78,6 +78,10 @@ def ratios(tasks, sc: Scenario, extra=()) -> dict:
         m = {metric: float(col[c].mean()) for metric, c in PER_TASK.items()}
         m.update({metric: float(col[c].sum() / base[c].sum()) if base[c].sum() else float("nan")
                   for metric, c in RATIOS.items()})
+        reviews = col["reviews"].sum()
+        m["steps_per_review"] = float(col["committed_steps"].sum() / reviews) if reviews else float("nan")
+        m["reviewed_chunk_steps"] = float(col["reviewed_steps"].sum() / reviews) if reviews else float("nan")
+        m["strong_hbm_share"] = float(col["strong_hbm_bytes"].sum() / col["hbm_bytes"].sum())
         out[name] = m
     return out
 

@@ -224,7 +224,7 @@ def test_parse_rate_and_seconds():
 def test_command_json_has_the_documented_keys(capsys):
     argv = ["capacity", "--strong", "qwen3-30b-a3b", "--weak", "qwen3-8b", "--strong-device", "h100",
             "--weak-device", "h100", "--p-accept", "0.8", "--K", "6", "--task-rate", "1/s",
-            "--latency-p95", "90s", "--tasks", "60", "--tolerance", "0.1"]
+            "--latency-p95", "120s", "--tasks", "60", "--tolerance", "0.1"]  # both protocols' uncontended p95 below it
     assert run(argv) == 0
     text = capsys.readouterr().out
     assert "strong replicas" in text and "latency p95 (s)" in text and "assumptions:" in text

@@ -37,8 +37,8 @@ def test_import_stats_round_trip(tmp_path, capsys):
     assert run(["traces", "stats", str(out), "--K", "6", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     f = s["files"][0]
-    # the write and the final answer are each held and reviewed (chunking writes+final)
-    assert (s["K"], f["kinds"], f["chunk_lengths"]["reviewed"]) == (6, {"read": 0, "write": 1, "respond": 0, "final": 1}, [2, 0, 0, 0, 0, 0])
+    # the write is held and reviewed, the final answer sent (the paper's rule, writes-only)
+    assert (s["K"], f["kinds"], f["chunk_lengths"]["reviewed"]) == (6, {"read": 0, "write": 1, "respond": 0, "final": 1}, [1, 0, 0, 0, 0, 0])
 
 
 def test_tools_file_sets_kinds(tmp_path, capsys):

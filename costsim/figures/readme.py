@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..paper import TAU2_K, TAU2_P, published
-from ..protocols.chunking import DEFAULT_CHUNKING
+from ..protocols.chunking import DEFAULT_CHUNKING, RULE_WORDS
 from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, VD_PASSES, VERDICT_TOKENS, crossing
 
 
@@ -197,15 +197,15 @@ def index(done: dict) -> str:
         f"The shipped `tau2-airline` ({tau['tau2-airline']['tasks']} tasks) and `tau2-retail` "
         f"({tau['tau2-retail']['tasks']}) trajectories through Strong-only and",
         f"SpecAgent (default deployment, synthetic acceptance p_u = {TAU2_P:g} — the traces carry no verdicts — "
-        f"K = {TAU2_K}, chunking `{DEFAULT_CHUNKING}`: writes and the final answer held for review, other messages",
-        "sent unreviewed; seed 0). Mean strong calls per task: "
+        f"K = {TAU2_K}, chunking `{DEFAULT_CHUNKING}`, {RULE_WORDS[DEFAULT_CHUNKING]}; seed 0).",
+        "Mean strong calls per task: "
         + "; ".join(f"{k} {v['strong_only']:.1f} → {v['specagent']:.1f} ({v['specagent'] / v['strong_only']:.3f}; "
                     f"the paper {v['paper'][0]} → {v['paper'][1]}, {v['paper'][1] / v['paper'][0]:.3f}; median "
                     f"per-task reduction {v['median_reduction']:.0%}; {v['steps_per_review']:.2f} committed steps "
                     "per review)" for k, v in tau.items()) + ".",
         "The recorded path is replayed as committed. These agents' trajectories differ from the paper's (other",
-        "agent models, acceptance not measured), so the comparison is of shape and size, not a check; the",
-        "chunking rule is the one closest to the paper on both traces (`docs/protocols.md`).",
+        "agent models, acceptance not measured), so the comparison is of shape and size, not a check. The",
+        "chunking rule is the paper's as its text gives it, chosen by no number (`docs/protocols.md` compares the others).",
         "",
         "Wall time, SpecAgent / Strong-only (exact twin, same setting): "
         + "; ".join(f"{k} {v['thinking']['wall_at_1']:.2f} against the paper's {v['thinking']['target_wall']}"

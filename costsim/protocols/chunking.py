@@ -37,6 +37,15 @@ from ..traces.verdicts import fit_tasks
 
 #: SpecAgent's default chunking rule (its declaration and source: costsim.config).
 DEFAULT_CHUNKING = SpecAgentOptions.chunking
+#: Each rule in a few words, as outputs say it.
+RULE_WORDS = {
+    "messages-end": "a message to the user ends the chunk, sent unreviewed",
+    "messages-pass": "messages sent as drafting goes on; a chunk with a message reviewed",
+    "writes-only": "the paper's rule: a chunk ends at its first write, held and reviewed, or at K reads, "
+                   "committed unreviewed; messages sent as drafting goes on",
+    "writes+final": "a message ends the chunk, sent unreviewed; writes and the final answer held and reviewed",
+    "hold-messages": "writes and every message held and reviewed (the paper's ablation)",
+}
 ENDS = ("write", "response", "K", "end")
 
 

@@ -76,6 +76,7 @@ def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.rev
             continue
 
         # --- verify (and repair) -------------------------------------------------------------
+        yield Count("reviewed_steps", n)
         a = yield Review(tuple(drafted))
         reject = a < n
         repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
