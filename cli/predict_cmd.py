@@ -8,7 +8,7 @@ import typer
 
 from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
 
-from ._common import SCENARIO_OPTIONS, dumps, with_options, user_errors
+from ._common import SCENARIO_OPTIONS, dumps, protocol_flag, with_options, user_errors
 
 _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
            "expert_parallel", "strong_step_scale", "weak_step_scale", "json_out")
@@ -39,6 +39,8 @@ def predict(
     context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help=f"Typical context length [{W.context_tokens:g}: {SRC['context_tokens']}]."),
     verdict_tokens: Optional[float] = typer.Option(None, "--verdict-tokens", help=f"Tokens of a verdict [{W.verdict_tokens:g}: {SRC['verdict_tokens']}]."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
+    correction_rate: Optional[float] = protocol_flag("correction_rate", "--correction-rate", default=None),
+    correction_rho: Optional[float] = protocol_flag("correction_rho", "--correction-rho", default=None),
     **o,
 ):
     """Closed-form SpecAgent cost per committed step, relative to Strong-only."""
@@ -49,7 +51,7 @@ def predict(
         r = api.predict(p_accept, steps=steps, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                         batch=batch, calibration=calibration, step_tokens=step_tokens, obs_tokens=obs_tokens,
                         context_tokens=context_tokens, verdict_tokens=verdict_tokens, strong_dtype=strong_dtype,
-                        weak_dtype=weak_dtype, **o)
+                        weak_dtype=weak_dtype, correction_rate=correction_rate, correction_rho=correction_rho, **o)
     typer.echo(dumps(r.to_dict()) if json_out else render(r.data))
 
 
@@ -97,10 +99,17 @@ def render(r: dict) -> str:
         f"  {best_K:<63}K = {r['best_K']}  (L_u = {r['best_K_L']:.3f})"
         + ("  (the largest K searched: L_u still falls with K)" if r["best_K"] == r["best_K_searched"] else ""),
         f"  {r['verdict']}",
+        *([f"  v/d {r['v_over_d']:.3f} is a {r['tokens']['verdict_tokens']:g}-token verdict, an assumption; the paper's "
+           f"VitaBench numbers imply {pv['v_over_d']:.3f} (a verdict of about {pv['verdict_tokens']:.0f} tokens by pass "
+           f"counting). At that v/d: R_u = {pv['R']:.3f}, L_u = {pv['L']:.3f}, best K = {pv['best_K']} "
+           f"(L_u = {pv['best_K_L']:.3f})."] if (pv := r.get("paper_v_over_d")) else []),
         "",
         "Parameters",
         f"  v/d    {r['v_over_d']:.4f} {unit('v_over_d', 'weight passes')}   {src['v_over_d']}",
         f"  rho    {r['rho']:.4f} {unit('rho', 'steps')}           {src['rho']}",
+        *([f"  repair per rejection {r['rho_per_rejection']:.4f} steps: fused at rho for {1 - r['correction_rate']:.0%} of "
+           f"rejections, a correction turn (1 prefill pass + {r['correction_rho']:g} steps) for {r['correction_rate']:.0%}"]
+          if r["correction_rate"] else []),
         f"  kappa  {r['kappa']:.4f} (time ratio)    {src['kappa']}",
         f"  n      {r['n']:.4g} steps",
         *(f"  {k.split('_')[0]} step decodes {v:g}x its {r['tokens']['step_tokens']:g} tokens   {src[k]}"

@@ -176,7 +176,7 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
             write_rate=None, batch=None, strong_dtype=None, weak_dtype=None, step_tokens=None, obs_tokens=None,
             context_tokens=None, verdict_tokens=None, calibration=None, strong=None, weak=None, strong_device=None,
             weak_device=None, strong_gpus=None, engine=None, weak_engine=None, expert_parallel: bool = False,
-            strong_step_scale=None, weak_step_scale=None) -> PredictResult:
+            strong_step_scale=None, weak_step_scale=None, correction_rate=None, correction_rho=None) -> PredictResult:
     """The closed-form SpecAgent cost per committed step, relative to Strong-only (``K``:
     SpecAgent's default chunk size where not given). See :func:`costsim.prediction.predict`."""
     from .config import SpecAgentOptions
@@ -189,7 +189,8 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
                              strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
                              strong_gpus=strong_gpus, engine=engine, weak_engine=weak_engine,
                              expert_parallel=expert_parallel, strong_step_scale=strong_step_scale,
-                             weak_step_scale=weak_step_scale))
+                             weak_step_scale=weak_step_scale, correction_rate=correction_rate,
+                             correction_rho=correction_rho))
 
 
 def deployments(*, strong=None, weak=None, strong_device=None, weak_device=None, strong_gpus=None, strong_dtype=None,

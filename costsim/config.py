@@ -148,9 +148,10 @@ def check_scale(scale: float, name: str = "a step scale") -> float:
 # protocols` are generated from them. Nothing here imports numpy: the CLI reads it at start-up.
 
 
-def option(default, help: str, choices: tuple = ()):
-    """A protocol option's declaration: default, help, and for a word the words it takes."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+def option(default, help: str, choices: tuple = (), at_most: float | None = None):
+    """A protocol option's declaration: default, help, for a word the words it takes, and for a
+    number the most it may be (a probability: 1)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "at_most": at_most})
 
 
 #: SpecAgent's chunking rules (``costsim.protocols.chunking.chunk_end``; docs/protocols.md).
@@ -187,12 +188,20 @@ class SpecAgentOptions:
                                          "reads, committed unreviewed; messages sent, not held)", CHUNKINGS)
     review: str = option("held", "which chunks the strong model reviews: held or marked ones, or all (the "
                                  "paper's ablation)", ("held", "all"))
-    repair: str = option("fused", "after a rejection the strong model authors the step in the verdict's call, "
+    repair: str = option("fused", "after a rejection the strong model authors the step in the verdict's call (at "
+                                  "correction_rate a correction turn instead), "
                                   "or in a separate correction turn", ("fused", "separate"))
     rho: float = option(WORKLOAD.rho, "repair tokens per recorded token of the replaced step, times the strong "
                                       "step scale where none is given (" + WORKLOAD_SOURCES["rho"] + ")")
     verdict_tokens: int = option(int(WORKLOAD.verdict_tokens), "tokens of a verdict (" + WORKLOAD_SOURCES["verdict_tokens"] + ")")
-    correction_tokens: int = option(64, "prompt tokens of a separate correction turn (repair=separate; assumption)")
+    correction_tokens: int = option(64, "prompt tokens of a correction turn (assumption)")
+    correction_rate: float = option(0.0, "with repair=fused, P(a rejection's fix is a correction turn of its own "
+                                         "instead of the fused replacement: a fix over several calls, or one the "
+                                         "adapter refuses; the paper's text; 0: always fused, an assumption)",
+                                  at_most=1.0)
+    correction_rho: float = option(1.5, "tokens a correction turn decodes per recorded token of the replaced step, "
+                                        "times the strong step scale (the paper's AutomationBench: a separate "
+                                        "repair of about 1.5 d̄)", at_most=MAX_RATIO)
 
 
 @dataclass(frozen=True)
@@ -296,6 +305,9 @@ def check_option(name: str, value) -> None:
         raise ValueError(bad + "expected a whole number >= 1")
     if value < 0:
         raise ValueError(bad + "expected a number >= 0")
+    hi = f.metadata.get("at_most")
+    if hi is not None and value > hi:
+        raise ValueError(bad + f"expected a number in [0, {hi:g}]")
 
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",

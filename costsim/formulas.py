@@ -208,7 +208,7 @@ def renewal_ratios(p, pmf_reviewed, pmf_unreviewed, v_over_d, rho, kappa, v_over
     verification prefill); it defaults to ``v_over_d`` for every length.
 
     Returns a dict of arrays: R, L, commits_per_cycle, weak_steps_per_cycle, reviews_per_cycle,
-    reviewed_commit_fraction (committed steps that went through a review).
+    rejections_per_cycle, reviewed_commit_fraction (committed steps that went through a review).
     """
     pr, pu = _arr(pmf_reviewed), _arr(pmf_unreviewed)
     N = pr.shape[-1]
@@ -221,7 +221,8 @@ def renewal_ratios(p, pmf_reviewed, pmf_unreviewed, v_over_d, rho, kappa, v_over
     e = commits_per_review(p_, n)
     reviewed_commits = (pr * e).sum(-1)
     commits = reviewed_commits + (pu * n).sum(-1)
-    strong = (pr * (vd + np.expand_dims(_arr(rho), -1) * reject_probability(p_, n))).sum(-1)
+    rejects = pr * reject_probability(p_, n)
+    strong = (pr * vd).sum(-1) + (np.expand_dims(_arr(rho), -1) * rejects).sum(-1)
     weak = ((pr + pu) * n).sum(-1)
     reviews = pr.sum(-1)
     r = strong / commits
@@ -231,6 +232,7 @@ def renewal_ratios(p, pmf_reviewed, pmf_unreviewed, v_over_d, rho, kappa, v_over
         "commits_per_cycle": commits,
         "weak_steps_per_cycle": weak,
         "reviews_per_cycle": reviews,
+        "rejections_per_cycle": rejects.sum(-1),
         "reviewed_commit_fraction": reviewed_commits / commits,
     }
 

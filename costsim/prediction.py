@@ -11,8 +11,10 @@ import numpy as np
 
 from . import formulas, roofline
 from .calibration import load_calibration
-from .config import DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, SOURCES, WORKLOAD, check_scale
+from .config import (DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, OPTIONS, SOURCES, WORKLOAD, SpecAgentOptions,
+                     check_scale)
 from .memory import kv_pool_bytes, max_sequences, require_fits
+from .paper import vitabench_decomposition
 from .profiles import Deployment
 from .sizing import deployments
 
@@ -50,7 +52,7 @@ def _validate(p, K, write_rate, batch, steps, overrides):
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
             batch=None, steps=None, calibration=None, step_tokens=None, obs_tokens=None,
             context_tokens=None, verdict_tokens=None, strong_step_scale=None, weak_step_scale=None,
-            **deploy) -> dict:
+            correction_rate=None, correction_rho=None, **deploy) -> dict:
     """Every closed-form figure for one scenario, as a flat dict plus ``sources``/``assumptions``.
 
     Without ``write_rate`` every chunk is reviewed at n = K (the paper's form); with it, chunk
@@ -58,6 +60,9 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     which auto-commit), and ``n`` is reported as the mean reviewed chunk length.
     ``strong_step_scale``/``weak_step_scale``: tokens a model decodes per token of the d̄-token
     step it authors (a thinking model: > 1; default 1); a repair is a strong step (rho in its units).
+    ``correction_rate``: the share of rejections fixed by a correction turn of its own (one more
+    strong call, prefilling its prompt and decoding ``correction_rho`` strong steps) instead of the
+    fused replacement; rho per rejection is then their mix (``rho_per_rejection``).
     """
     d = DEPLOYMENTS
     batch = d.batch if batch is None else batch
@@ -90,9 +95,16 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     for dep in (strong, weak):  # the batch of sessions, each at the typical context, must fit
         require_fits(dep, batch, tok["context_tokens"])
     lengths = np.arange(1, K + 1)
+    if correction_rate is not None and not 0.0 <= correction_rate <= 1.0:
+        raise ValueError(f"--correction-rate must be in [0, 1], got {correction_rate}")
+    if correction_rho is not None and not 0.0 <= correction_rho <= MAX_RATIO:
+        raise ValueError(f"--correction-rho must be a finite number in [0, {MAX_RATIO:g}], got {correction_rho}")
     pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
                                       tok["verdict_tokens"], (rho if rho is not None else WORKLOAD.rho) * scale["strong_step_scale"],
-                                      tok["context_tokens"], strong_batch=batch, weak_batch=batch, **scale)
+                                      tok["context_tokens"], strong_batch=batch, weak_batch=batch, **scale,
+                                      correction_rate=SpecAgentOptions.correction_rate if correction_rate is None else correction_rate,
+                                      correction_steps=(SpecAgentOptions.correction_rho if correction_rho is None else correction_rho)
+                                      * scale["strong_step_scale"], correction_tokens=SpecAgentOptions.correction_tokens)
 
     # Pass counting (the paper): a verification is one prefill pass plus one pass per verdict
     # token; an authored step is d̄ passes (times the strong step scale).
@@ -101,6 +113,12 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     vd = pick("v_over_d", v_over_d, cr.get("v_over_d"), vd_passes,
               f"default: (1 prefill pass + {tok['verdict_tokens']:g} verdict tokens) / {d_strong:g}-token strong step")
     rho_ = pick("rho", rho, cr.get("rho"), WORKLOAD.rho, "default: " + SOURCES["rho"])
+    c_rate = pick("correction_rate", correction_rate, None, SpecAgentOptions.correction_rate,
+                  "default: " + OPTIONS["correction_rate"][1].metadata["help"])
+    c_rho = pick("correction_rho", correction_rho, None, SpecAgentOptions.correction_rho,
+                 "default: " + OPTIONS["correction_rho"][1].metadata["help"])
+    # A correction turn is one prefill pass and c_rho strong steps of decoding (pass counting).
+    rho_mix = (1.0 - c_rate) * rho_ + c_rate * (c_rho + 1.0 / d_strong)
     kap = pick("kappa", kappa, cr.get("kappa"), pp.kappa,
                f"roofline ({strong.engine.name} strong, {weak.engine.name} weak): weak step "
                f"{float(pp.weak_step.seconds):.3g} s / strong step {float(pp.strong_step.seconds):.3g} s at batch {batch}")
@@ -111,22 +129,40 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         pu = np.zeros(K)
     else:
         pr, pu = formulas.chunk_length_pmf_write_rate(write_rate, K)
-    rr = formulas.renewal_ratios(p, pr, pu, vd, rho_, kap)
+    rr = formulas.renewal_ratios(p, pr, pu, vd, rho_mix, kap)
     reviews_per_commit = rr["reviews_per_cycle"] / rr["commits_per_cycle"]
     n_mean = float((pr * lengths).sum() / pr.sum()) if pr.sum() > 0 else float("nan")
     k_max = max(BEST_K_SEARCH, K)  # the K asked for is always among those searched
     if write_rate is None:
-        R_, L_ = formulas.R(p, K, vd, rho_), formulas.L(p, K, vd, rho_, kap)
-        best_k, best_L = formulas.best_K(p, vd, rho_, kap, K_max=k_max)
-        bek = formulas.break_even_kappa(p, K, vd, rho_)
+        R_, L_ = formulas.R(p, K, vd, rho_mix), formulas.L(p, K, vd, rho_mix, kap)
+        best_k, best_L = formulas.best_K(p, vd, rho_mix, kap, K_max=k_max)
+        bek = formulas.break_even_kappa(p, K, vd, rho_mix)
         cpr = formulas.commits_per_review(p, K)
     else:
         R_, L_ = rr["R"], rr["L"]
-        best_k, best_L = formulas.best_K(p, vd, rho_, kap, K_max=k_max, write_rate=write_rate)
+        best_k, best_L = formulas.best_K(p, vd, rho_mix, kap, K_max=k_max, write_rate=write_rate)
         # L is linear in kappa: L = R + kappa * w, so L = 1 at kappa = (1 - R) / w.
         bek = (1.0 - R_) / (rr["weak_steps_per_cycle"] / rr["commits_per_cycle"])
         cpr = 1.0 / reviews_per_commit  # every commit, unreviewed chunks' too (as strong calls count them)
         out_reviewed = rr["reviewed_commit_fraction"] / reviews_per_commit
+
+    # Beside a default v/d (a verdict of the assumed size), the answer at the v/d the paper's own
+    # numbers imply (its VitaBench decomposition): the verdict is the input costsim cannot measure
+    # from the paper, and the two readings lead to different best K.
+    paper_vd = None
+    if src["v_over_d"].startswith("default"):
+        vita = vitabench_decomposition()
+        v = vita["v_over_d"]
+        if write_rate is None:
+            R_p, L_p = formulas.R(p, K, v, rho_mix), formulas.L(p, K, v, rho_mix, kap)
+            bk_p, bl_p = formulas.best_K(p, v, rho_mix, kap, K_max=k_max)
+        else:
+            rp = formulas.renewal_ratios(p, pr, pu, v, rho_mix, kap)
+            R_p, L_p = rp["R"], rp["L"]
+            bk_p, bl_p = formulas.best_K(p, v, rho_mix, kap, K_max=k_max, write_rate=write_rate)
+        paper_vd = {"v_over_d": float(v), "verdict_tokens": float(v * d_strong - 1.0), "R": float(R_p), "L": float(L_p),
+                    "best_K": int(bk_p), "best_K_L": float(bl_p),
+                    "source": f"{vita['source']} (costsim.paper.vitabench_decomposition); rho and kappa as above"}
 
     # The same ratios in time, HBM bytes and FLOPs from the roofline (v/d per chunk length).
     in_time = {}
@@ -148,17 +184,20 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "reviewed_commits_per_review": float(cpr if write_rate is None else out_reviewed),
         "weak_steps_per_commit": float(rr["weak_steps_per_cycle"] / rr["commits_per_cycle"]),
         "reviews_per_commit": float(reviews_per_commit),
-        "strong_calls_per_task": float(steps * reviews_per_commit),
+        # a review each, and a correction turn each for the share of rejections fixed apart
+        "strong_calls_per_task": float(steps * (reviews_per_commit + c_rate * rr["rejections_per_cycle"]
+                                                / rr["commits_per_cycle"])),
         "strong_only_calls_per_task": float(steps),
         "steps_per_task": float(steps),
-        "v_over_d": vd, "rho": rho_, "kappa": kap,
+        "v_over_d": vd, "rho": rho_, "kappa": kap, "correction_rate": c_rate, "correction_rho": c_rho,
+        "rho_per_rejection": rho_mix,
         "break_even_kappa": float(bek),
         "best_K": int(best_k), "best_K_L": float(best_L), "best_K_searched": k_max,
         # The limits of the form reported: the paper's, or the renewal one's (reads commit unreviewed).
-        "R_limit_p0": float(formulas.R_limit_p0(vd, rho_) if write_rate is None
-                            else formulas.renewal_ratios(0.0, pr, pu, vd, rho_, kap)["R"]),
+        "R_limit_p0": float(formulas.R_limit_p0(vd, rho_mix) if write_rate is None
+                            else formulas.renewal_ratios(0.0, pr, pu, vd, rho_mix, kap)["R"]),
         "R_limit_p1": float(formulas.R_limit_p1(K, vd) if write_rate is None
-                            else formulas.renewal_ratios(1.0, pr, pu, vd, rho_, kap)["R"]),
+                            else formulas.renewal_ratios(1.0, pr, pu, vd, rho_mix, kap)["R"]),
         "roofline": {
             "R_time": float(in_time["time"]["R"]), "L_time": float(in_time["time"]["L"]),
             "strong_hbm_ratio": float(in_time["hbm"]["R"]),
@@ -174,6 +213,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
             "verify_prefill_compute_bound_at_K": bool(verify_K.compute_bound),
             "decode_s_per_token": float(strong_decode.seconds),
         },
+        "paper_v_over_d": paper_vd,
         "balance_batch": B_star,
         "kv_pool_bytes": float(kv_pool_bytes(strong)),
         "max_sequences": max_sequences(strong, tok["context_tokens"]),

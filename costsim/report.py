@@ -8,6 +8,7 @@ from . import formulas, roofline, twin
 from .acceptance import p_dist_parts, recorded_fallback, stationary_p
 from .metrics import summarize
 from .paper import published
+from .config import SpecAgentOptions
 from .protocols import PROTOCOLS
 from .protocols.chunking import DEFAULT_CHUNKING, chunk_distribution, chunks
 from .scenario import Scenario, protocol_options
@@ -62,12 +63,21 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])
     if opts.get("review") == "all":  # the chunks that reach K unreviewed are reviewed too
         pr, pu = pr + pu, np.zeros_like(pu)
+    # A rejection's repair: fused, or a correction turn of its own (every one with a separate
+    # repair, the correction rate's share with the fused one): rho is their expectation.
+    defaults = SpecAgentOptions()
+    c_rate = 1.0 if opts.get("repair") == "separate" else opts.get("correction_rate", defaults.correction_rate)
+    c_rho = opts.get("correction_rho", defaults.correction_rho)
     pp = roofline.protocol_parameters(sc.strong, sc.weak, np.arange(1, sc.K + 1), d, o,
                                       sc.verdict_tokens, sc.rho, ctx, strong_step_scale=sc.strong_step_scale,
-                                      weak_step_scale=sc.weak_step_scale)
-    # Passes are counted in Strong-only's steps: d times the strong step scale.
-    vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d * sc.strong_step_scale))
-    rho = sc.rho / sc.strong_step_scale
+                                      weak_step_scale=sc.weak_step_scale, correction_rate=c_rate,
+                                      correction_steps=c_rho * sc.strong_step_scale,
+                                      correction_tokens=opts.get("correction_tokens", defaults.correction_tokens))
+    # Passes are counted in Strong-only's steps: d times the strong step scale; a correction turn
+    # is one prefill pass and its decoded steps.
+    d_strong = d * sc.strong_step_scale
+    vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d_strong))
+    rho = (1.0 - c_rate) * sc.rho / sc.strong_step_scale + c_rate * (c_rho + 1.0 / d_strong)
     accept, p, beta, accept_words = accept_rate(sc)
 
     def ratios(p):  # R in HBM bytes, L in time; and both in passes
@@ -86,7 +96,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
                           f"{'every chunk' if opts.get('review') == 'all' else 'held chunks'} reviewed, "
                           f"every draft accepted), independent acceptance {accept_words}, roofline v/d, rho, "
                           "kappa at batch 1 for mean step/observation tokens and median context"
-                          + ("; a separate repair's own call is not in it" if opts.get("repair") == "separate" else "")}
+                          + (f"; {c_rate:.0%} of rejections repaired in a correction turn of their own" if c_rate else "")}
 
 
 def accept_rate(sc: Scenario):

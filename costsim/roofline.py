@@ -398,14 +398,17 @@ class ProtocolParameters:
 
 def protocol_parameters(strong: Deployment, weak: Deployment, lengths, step_tokens, obs_tokens,
                         verdict_tokens, rho_steps, context, strong_batch=1, weak_batch=1,
-                        strong_step_scale=1.0, weak_step_scale=1.0) -> ProtocolParameters:
+                        strong_step_scale=1.0, weak_step_scale=1.0, correction_rate=0.0, correction_steps=0.0,
+                        correction_tokens=0.0) -> ProtocolParameters:
     """v/d, rho and kappa from the roofline, for reviewed chunks of the given ``lengths``.
 
     A Strong-only step prefills one observation (o tokens) and decodes d tokens (times
     ``strong_step_scale``: decoded per recorded step token). A review prefills the chunk the
     strong model did not write, n·(d + o) tokens, and decodes the verdict; a repair decodes
-    ``rho_steps``·d tokens. A weak step is a step on the weak deployment (d times
-    ``weak_step_scale`` decoded). Each
+    ``rho_steps``·d tokens, or at ``correction_rate`` a correction turn of its own, which prefills
+    ``correction_tokens`` and decodes ``correction_steps``·d (rho is their expectation per
+    rejection). A weak step is a step on the weak deployment (d times ``weak_step_scale``
+    decoded). Each
     quantity is reported in seconds (``"time"``), HBM bytes (``"hbm"``) and FLOPs (``"flops"``),
     attributed per sequence at the given batches.
     """
@@ -415,10 +418,12 @@ def protocol_parameters(strong: Deployment, weak: Deployment, lengths, step_toke
     w_step = step(weak, weak_step_scale * d, o, context, weak_batch)
     verify = step(strong, verdict_tokens, n * (d + o), context, strong_batch)
     repair = _per_sequence(decode_step(strong, strong_batch, context), strong_batch).scale(rho_steps * d)
+    correction = step(strong, correction_steps * d, correction_tokens, context, strong_batch)
     cur = {"time": "seconds", "hbm": "hbm_bytes", "flops": "flops"}
     return ProtocolParameters(
         v_over_d={k: getattr(verify, f) / getattr(s_step, f) for k, f in cur.items()},
-        rho={k: float(getattr(repair, f) / getattr(s_step, f)) for k, f in cur.items()},
+        rho={k: float(((1.0 - correction_rate) * getattr(repair, f) + correction_rate * getattr(correction, f))
+                      / getattr(s_step, f)) for k, f in cur.items()},
         kappa=float(w_step.seconds / s_step.seconds),
         strong_step=s_step, weak_step=w_step, verify=verify,
         verify_compute_bound=prefill(strong, n * (d + o), context).compute_bound,

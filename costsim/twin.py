@@ -28,7 +28,7 @@ from .acceptance import p_dist_parts, recorded_fallback
 from .config import ON_API
 from .metrics import COUNTERS, PER_TASK, RATIOS
 from .protocols import specagent, strong_only, weak_only
-from .protocols.schedule import Boundary, Call, Count, Execute, Review
+from .protocols.schedule import Boundary, Call, Chance, Count, Execute, Review
 from .scenario import Scenario, protocol_options, replica_costs
 
 #: The row columns the twin computes (expected values per task), as in the simulator's rows.
@@ -230,8 +230,8 @@ def _segments(task, restart, q, one):
                 script, m = scripts.pop(0)
                 items, branch, reached = _segment(restart(state), script)
                 yield items, m
-                if branch is not None:  # a review past the script: one script per outcome
-                    scripts.extend((script + (a,), m * pa) for a, pa in _outcomes(branch, q) if pa.any())
+                if branch is not None:  # a review or chance past the script: one script per answer
+                    scripts.extend((script + (a,), m * pa) for a, pa in _outcomes(branch, q, one) if pa.any())
                 elif reached is not None:
                     layers[reached.position][reached.state] = layers[reached.position].get(reached.state, 0.0) + m
 
@@ -254,9 +254,9 @@ def _segment(gen, script):
                 return items, None, cmd
             first = False
             continue
-        if kind is Review:
+        if kind is Review or kind is Chance:
             if answered == len(script):
-                return items, cmd.steps, None
+                return items, cmd, None
             value = script[answered]
             answered += 1
             if answered == len(script):
@@ -292,9 +292,15 @@ def _cost(items, models, latency) -> list:
     return vec
 
 
-def _outcomes(steps, q):
-    """``(accepted prefix a, probability)`` of a review of ``steps``: a = n with probability
-    prod q, else the first rejected step."""
+def _outcomes(cmd, q, one):
+    """``(answer, probability)`` of each answer to ``cmd``: a :class:`Chance` is True with its
+    probability; a review of ``steps`` accepts a = n with probability prod q, else a is the first
+    rejected step."""
+    if type(cmd) is Chance:
+        yield True, one * cmd.p
+        yield False, one * (1.0 - cmd.p)
+        return
+    steps = cmd.steps
     survive = np.ones_like(q(steps[0]))
     for a in range(len(steps) + 1):
         if a < len(steps):

@@ -121,3 +121,30 @@ def test_the_strong_gpus_chosen_hold_the_batch_not_only_the_weights():
     assert max_sequences(one, 7720) < 16
     with pytest.raises(DoesNotFit, match=r"at most \d+ sequences at that context \(2 GPUs hold them\)"):
         predict(p=0.8, K=6, strong="llama-3.1-70b", strong_gpus=1)
+
+
+def test_a_correction_turn_mixes_into_rho_and_adds_its_call():
+    from costsim import formulas
+    from costsim.prediction import predict
+
+    base, mixed = predict(p=0.8, K=6), predict(p=0.8, K=6, correction_rate=0.5, correction_rho=1.5)
+    d = 340.0  # the default strong step, tokens: a correction turn is 1 prefill pass + 1.5 steps
+    assert mixed["rho_per_rejection"] == pytest.approx(0.5 * 1.0 + 0.5 * (1.5 + 1 / d))
+    assert mixed["R"] == pytest.approx(float(formulas.R(0.8, 6, mixed["v_over_d"], mixed["rho_per_rejection"])))
+    # one more strong call per corrected rejection: (1 - p) rejections per committed step
+    assert mixed["strong_calls_per_task"] - base["strong_calls_per_task"] == pytest.approx(13.8 * 0.5 * 0.2)
+    with pytest.raises(ValueError, match="--correction-rate must be in"):
+        predict(p=0.8, K=6, correction_rate=1.2)
+
+
+def test_beside_a_default_verdict_predict_shows_the_papers_vitabench_reading():
+    from costsim.prediction import predict
+
+    r = predict(p=0.8, K=6)
+    pv = r["paper_v_over_d"]
+    # half the published strong share (0.28) over VitaBench's strong calls ratio (8.2 / 21.9): its
+    # verdicts' half of the share, per review (the fit meets the calls ratio exactly).
+    assert pv["v_over_d"] == pytest.approx(0.14 * 21.9 / 8.2, rel=1e-9)
+    assert pv["verdict_tokens"] == pytest.approx(pv["v_over_d"] * 340 - 1)
+    assert pv["L"] > r["L"] and pv["best_K"] >= r["best_K"]  # dearer reviews: longer chunks pay
+    assert predict(p=0.8, K=6, v_over_d=0.3)["paper_v_over_d"] is None  # a v/d given is not second-guessed

@@ -226,3 +226,37 @@ def test_the_renewal_form_is_that_of_the_ablation_run():
     same = renewal_form(tasks, Scenario(strong=strong, weak=weak, options=(("review", "all"),)))
     assert cf["protocol"] == "specagent-review-all" and cf["renewal"]["R"] == same["R"]
     assert same["R"] > renewal_form(tasks, Scenario(strong=strong, weak=weak))["R"]  # more chunks reviewed
+
+
+# --- the mixed repair: a rejection fixed in a correction turn of its own at a rate -------------------
+
+
+def test_a_correction_turn_at_its_rate_is_one_more_strong_call_per_rejection():
+    # [read, write] at p_u = 0: the read is rejected and repaired, then the held write: two reviews,
+    # two rejections, and at correction rate 0.3 an expected 0.6 correction turns besides.
+    task = Task("t", (Step("read", 5, 3, context_tokens=2), Step("write", 5, 3)))
+    strong, weak = ideal(1.0), ideal(0.2)
+    for rate, calls in ((0.0, 2.0), (0.3, 2.6), (1.0, 4.0)):
+        sc = Scenario(strong=strong, weak=weak, p=0.0, K=6, protocols=("strong-only", "specagent"),
+                      options=(("correction_rate", rate),))
+        got = twin.ratios([task], sc)["specagent"]
+        assert got["strong_calls_per_task"] == pytest.approx(calls, abs=1e-12)
+        assert got["rejections_per_task"] == pytest.approx(2.0)
+    # A correction decodes correction_rho recorded tokens of the replaced step (times the strong
+    # step scale); the fused repair's rho is not spent on it.
+    sc = Scenario(strong=strong, weak=weak, p=0.0, K=6, protocols=("strong-only", "specagent"),
+                  options=(("correction_rate", 1.0), ("correction_rho", 2.0)))
+    assert twin.ratios([task], sc)["specagent"]["strong_decode_tokens"] == pytest.approx(2 * (24 + 2.0 * 5))
+
+
+def test_the_simulator_draws_the_correction_turns_the_twin_weighs():
+    strong, weak = deployments()
+    tasks = generate(300, seed=4)
+    sc = Scenario(strong=strong, weak=weak, p=0.7, K=6, protocols=("strong-only", "specagent"),
+                  options=(("correction_rate", 0.4),))
+    sim = summarize(simulate(tasks, sc))["specagent"]
+    exact = twin.ratios(tasks, sc)["specagent"]
+    for m in ("strong_calls_per_task", "strong_decode_tokens"):
+        lo, hi = sim[m]["ci95"]
+        half = (hi - lo) / 2 * Z999 / 1.96
+        assert abs(sim[m]["mean"] - exact[m]) <= half, (m, sim[m], exact[m])

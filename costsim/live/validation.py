@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from .. import formulas
 from ..protocols import specagent, strong_only
-from ..protocols.schedule import Boundary, Call, Count, Execute, Review
+from ..protocols.schedule import Boundary, Call, Chance, Count, Execute, Review
 from ..traces import Step, Task
 from .client import Endpoint
 from .probes import CallShapes
@@ -110,6 +110,8 @@ def drive(schedule, endpoints: dict, reviews: StratifiedReviews, rng: random.Ran
             setattr(tally, f"{cmd.model}_tokens", getattr(tally, f"{cmd.model}_tokens") + r.completion_tokens)
         elif kind is Review:
             value = min(reviews.draw(), len(cmd.steps))
+        elif kind is Chance:
+            value = rng.random() < cmd.p
         elif kind is Count and cmd.name in _TALLIED:
             setattr(tally, _TALLIED[cmd.name], getattr(tally, _TALLIED[cmd.name]) + int(cmd.n))
             if cmd.name == "committed_steps":

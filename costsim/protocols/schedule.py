@@ -9,8 +9,8 @@ commands their costs and answers:
 - :func:`costsim.live.validation.run_validation`: real endpoints.
 
 A driver answers :class:`Call` with the finished request (or None), :class:`Review` with the
-accepted prefix length, :class:`Stall` with a bool and :class:`Redraw` with new steps; every
-other command with None. A schedule that yields :class:`Boundary` at each point where its
+accepted prefix length, :class:`Chance` and :class:`Stall` with a bool and :class:`Redraw` with
+new steps; every other command with None. A schedule that yields :class:`Boundary` at each point where its
 future depends only on a hashable state, and that can be restarted from that state
 (``start=state``), can be merged over branches: that is what makes the twin exact and fast.
 """
@@ -57,6 +57,13 @@ class Redraw(NamedTuple):
 
     start: int
     count: int
+
+
+class Chance(NamedTuple):
+    """Whether an event of probability ``p`` happens (a rejection's fix that takes a correction
+    turn): answered with a bool. The twin weighs both answers."""
+
+    p: float
 
 
 class Count(NamedTuple):

@@ -13,8 +13,11 @@ other ablation) reviews every chunk.
 Verify: the strong model prefills everything new since its last call (history + chunk) and
 decodes a verdict of ``verdict_tokens``: the accepted prefix j. After a rejection the strong
 model authors step j+1 itself — fused into the verdict (``repair="fused"``: rho·d extra decoded
-tokens) or in a separate correction turn (``repair="separate"``: another call). The rejected
-suffix is discarded; both models' caches roll back to the committed history.
+tokens) or in a correction turn of its own (another call of ``correction_rho``·d tokens): every
+time with ``repair="separate"``, with probability ``correction_rate`` with the fused repair (the
+paper: a correction turn "only when the fix spans several calls, or ã fails the adapter's
+validation"). The rejected suffix is discarded; both models' caches roll back to the committed
+history.
 
 Trajectory positions are the committed steps of the task: a rejected draft of position i is
 replaced by the strong model's repair of position i.
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from ..config import SpecAgentOptions as O, StepScales, check_scale
 from .chunking import check_chunking, chunk_end
-from .schedule import Boundary, Call, Count, Execute, process, Redraw, Review, step_decode
+from .schedule import Boundary, Call, Chance, Count, Execute, process, Redraw, Review, step_decode
 
 # Made once: the schedule runs once per simulated chunk.
 _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Count("rejections")
@@ -32,10 +35,14 @@ _AUTO_COMMIT, _REVIEW, _REJECTION = Count("auto_commits"), Count("reviews"), Cou
 
 def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.review, repair: str = O.repair,
              rho: float = O.rho, verdict_tokens: int = O.verdict_tokens, correction_tokens: int = O.correction_tokens,
+             correction_rate: float = O.correction_rate, correction_rho: float = O.correction_rho,
+             strong_step_scale: float = StepScales.strong_step_scale,
              weak_step_scale: float = StepScales.weak_step_scale, start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens.
-    ``rho``: repair tokens per recorded token of the replaced step; ``weak_step_scale``: drafted
+    ``rho``: fused repair tokens per recorded token of the replaced step; a correction turn (every
+    rejection's with ``repair="separate"``, at ``correction_rate`` with ``"fused"``) decodes
+    ``correction_rho`` times ``strong_step_scale`` per recorded token; ``weak_step_scale``: drafted
     tokens per recorded token (:func:`~.schedule.step_decode`)."""
     check_chunking(chunking)
     check_scale(weak_step_scale)
@@ -79,12 +86,13 @@ def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.rev
         yield Count("reviewed_steps", n)
         a = yield Review(tuple(drafted))
         reject = a < n
-        repair_tokens = int(round(rho * drafted[a].output_tokens)) if reject else 0
-        decode = verdict_tokens + (repair_tokens if reject and repair == "fused" else 0)
+        corrected = reject and (repair == "separate" or (correction_rate > 0 and (yield Chance(correction_rate))))
+        decode = verdict_tokens + (int(round(rho * drafted[a].output_tokens)) if reject and not corrected else 0)
         yield Call("strong", s_pending + chunk, s_ctx, decode)
         yield _REVIEW
-        if reject and repair == "separate":
-            yield Call("strong", correction_tokens, s_ctx + s_pending + chunk + decode, repair_tokens)
+        if corrected:
+            yield Call("strong", correction_tokens, s_ctx + s_pending + chunk + decode,
+                       int(round(correction_rho * strong_step_scale * drafted[a].output_tokens)))
         committed = drafted[: a + 1] if reject else drafted
         if reject:
             yield _REJECTION

@@ -7,7 +7,7 @@ decide what they cost) and adds every cost to the task's row.
 from __future__ import annotations
 
 from ..metrics import EMPTY_ROW, MODEL_KEYS
-from ..protocols.schedule import Boundary, Call, Count, Execute, Redraw, Review, Stall
+from ..protocols.schedule import Boundary, Call, Chance, Count, Execute, Redraw, Review, Stall
 from ..scenario import Latency
 
 class TaskRun:
@@ -140,6 +140,8 @@ def answer(tr, cmd):
         tr.row[cmd.name] += cmd.n
     elif kind is Review:
         return tr.acceptance.accepted(cmd.steps)
+    elif kind is Chance:
+        return cmd.p >= 1.0 or (cmd.p > 0.0 and tr.rng.random() < cmd.p)
     elif kind is Stall:
         return (tr.acceptance.accepted((cmd.step,)) == 0 if cmd.p is None
                 else cmd.p > 0 and tr.rng.random() < cmd.p)
