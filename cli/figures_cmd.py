@@ -13,7 +13,7 @@ from ._common import check_output, user_errors
 def figures(
     out: str = typer.Option("figures", "--out", help="Folder to write the PNGs, CSVs and README.md index into."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Only this figure (repeatable): cost-model, "
-                                             "predicted-vs-observed, balance-point, capacity, pass-counting, tau2-replay."),
+                                             "paper-fit, balance-point, capacity, pass-counting, tau2-replay."),
 ):
     """Regenerate the figures (fixed seeds; same bytes with the same library versions)."""
     from costsim import api

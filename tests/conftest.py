@@ -63,19 +63,12 @@ def costsim_argv() -> list[str]:
 # The shipped ideal engine: no fixed latencies, datasheet peaks (the paper's roofline).
 IDEAL_ENGINE = load_engine("ideal")
 
-# An ideal memory-bound device: compute is free, no KV traffic, no overheads, so every engine
-# iteration costs exactly one pass over the weights (params_b seconds): the paper's pass counting.
-IDEAL = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
-               hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="test")
-
 
 def ideal(params_b):
-    """A dense model without KV cache on :data:`IDEAL`: one iteration = params_b seconds."""
-    from costsim.profiles import Deployment
+    """A dense model without KV cache on an ideal device: one iteration = params_b seconds."""
+    from costsim.profiles.deployment import ideal as deployment
 
-    m = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1,
-                  num_kv_heads=0, head_dim=1, total_params_b=params_b, active_params_b=params_b, source="test")
-    return Deployment(m, IDEAL, 1, "bf16", engine=IDEAL_ENGINE)
+    return deployment(params_b)
 
 
 def run_costsim(*args):

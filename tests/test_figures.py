@@ -93,9 +93,9 @@ def test_same_bytes_twice_in_one_process(tmp_path):
 def test_fit_and_prediction_sets_are_disjoint():
     import copy
 
-    from costsim.paper import predicted_vs_observed, published
+    from costsim.paper import fit_to_paper, published
 
-    res = predicted_vs_observed()
+    res = fit_to_paper()
     rows, fit = res["rows"], res["fit"]
     fitted = [r for r in rows if r["role"] == "fitted"]
     predicted = [r for r in rows if r["role"] == "predicted"]
@@ -111,18 +111,18 @@ def test_fit_and_prediction_sets_are_disjoint():
     # Moving an observation of the predicted set changes no fitted parameter or prediction.
     numbers = copy.deepcopy(published())
     numbers["benchmark"]["VitaBench"]["hbm"], numbers["benchmark"]["Retail"]["wall"] = [0.10, 0.12], 0.05
-    res2 = predicted_vs_observed(numbers)
+    res2 = fit_to_paper(numbers)
     assert res2["fit"] == fit and [r["model"] for r in res2["rows"]] == [r["model"] for r in rows]
     # Moving a fitted one does change them.
     numbers["benchmark"]["Airline"]["wall"] = 0.5
-    assert predicted_vs_observed(numbers)["fit"]["kappa"] != fit["kappa"]
+    assert fit_to_paper(numbers)["fit"]["kappa"] != fit["kappa"]
 
 
 def test_what_the_published_numbers_cannot_say_at_once():
     """The arithmetic behind figures/README.md's section, checked against its own definitions."""
-    from costsim.paper import chunk_model, predicted_vs_observed, published
+    from costsim.paper import chunk_model, fit_to_paper, published
 
-    res, pub = predicted_vs_observed(), published()
+    res, pub = fit_to_paper(), published()
     fit, abl, air = res["fit"], res["ablation"], pub["benchmark"]["Airline"]
     omega, kappa = fit["omega"], fit["kappa"]
     # The ablation needs kappa above omega; Airline's wall needs it below; at the fitted kappa the

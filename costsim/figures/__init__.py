@@ -27,7 +27,7 @@ class Figure:
 
 FIGURES = tuple(Figure(name, file, title, getattr(experiments, fn), getattr(draw, fn)) for name, file, title, fn in (
     ("cost-model", "fig1_cost_model", "R_u and L_u against p_u", "cost_model"),
-    ("predicted-vs-observed", "fig2_predicted_vs_observed", "Predicted versus observed", "predicted_vs_observed"),
+    ("paper-fit", "fig2_paper_fit", "costsim's model fitted to the paper's numbers", "paper_fit"),
     ("balance-point", "fig3_balance_point", "The balance point under contention", "balance_point"),
     ("capacity", "fig4_capacity", "Capacity curves", "capacity"),
     ("pass-counting", "fig5_pass_counting", "Pass counting versus roofline time", "pass_counting"),

@@ -54,12 +54,12 @@ def cost_model(kappa: float = 0.2, rho: float = 1.0) -> pd.DataFrame:
                           "R_range": (float(R_all.min()), float(R_all.max()))})
 
 
-# --- 2. predicted versus observed ------------------------------------------------------------------
+# --- 2. costsim's model fitted to the paper's numbers ------------------------------------------------------------------
 
 
-def predicted_vs_observed() -> pd.DataFrame:
-    """:func:`costsim.paper.predicted_vs_observed`, one row per compared number."""
-    from ..paper import predicted_vs_observed as run
+def paper_fit() -> pd.DataFrame:
+    """:func:`costsim.paper.fit_to_paper`, one row per compared number."""
+    from ..paper import fit_to_paper as run
 
     res = run()
     return _frame(["benchmark", "quantity", "role", "observed", "observed_lo", "observed_hi", "model", "miss", "p_u",

@@ -47,3 +47,15 @@ class Deployment:
         ep = ", expert-parallel" if self.expert_parallel else ""
         return (f"{self.model.display_name} on {self.n_devices}x {self.device.display_name}, "
                 f"{self.weight_dtype} weights{exp}{ep}, {self.engine.display_name}")
+
+
+def ideal(params_b: float) -> Deployment:
+    """The paper's pass counting as a deployment: a dense model of ``params_b`` billion BF16
+    parameters without a KV cache, on a memory-bound device whose compute is free, under the
+    engine without fixed latencies (``ideal``): every iteration is one pass over the weights,
+    ``params_b`` seconds. What the tests and the docs' "paper's regime" runs use."""
+    device = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
+                    hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="the paper's pass counting")
+    model = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1, num_kv_heads=0,
+                      head_dim=1, total_params_b=params_b, active_params_b=params_b, source="the paper's pass counting")
+    return Deployment(model, device, 1, "bf16", engine=load_engine("ideal"))
