@@ -127,7 +127,7 @@ def render(r: dict) -> str:
         f"  total HBM bytes (strong + weak) / Strong-only                  {rf['total_hbm_ratio']:.3f}",
         f"  total FLOPs (strong + weak) / Strong-only                      {rf['total_flops_ratio']:.3f}",
         f"  balance point B* of the strong replica                         {_f(B)} sequences at this context"
-        f" (paper's peak-FLOPs/bandwidth form: {r['balance_batch_paper']:.3g})",
+        f" (peak FLOPs/bandwidth, costsim's reading of the paper's 37 on an H20: {r['balance_batch_paper']:.3g})",
         f"  KV pool of the strong replica                                  {r['kv_pool_bytes'] / 1e9:.0f} GB: "
         f"{r['max_sequences']} sequences at this context (batch {r['batch']} fits)",
         f"  batch {r['batch']} is {r['regime']}" + (" — past B*: extra FLOPs become time" if r["regime"] == "compute-bound" else ""),

@@ -74,7 +74,7 @@ def roofline(
         f"  compute {out['decode_compute_s'] * 1e3:.3f} ms vs memory {out['decode_memory_s'] * 1e3:.3f} ms -> {out['regime']}"
         f"; + {out['fixed_latency_s_per_iteration'] * 1e3:.3f} ms fixed engine latency",
         f"  balance point B*   {'never (KV traffic grows as fast as FLOPs)' if B == float('inf') else f'{B:.0f} sequences'}"
-        f" at this context; paper's form {out['balance_batch_paper']:.1f}"
+        f" at this context; peak FLOPs/bandwidth {out['balance_batch_paper']:.1f}"
         + (f"; beyond the {out['kv_capacity_sequences']} sequences that fit" if out["kv_capacity_sequences"] is not None and B > out["kv_capacity_sequences"] else ""),
         mem_line,
         f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "

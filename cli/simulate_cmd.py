@@ -115,7 +115,7 @@ def render(result: dict) -> str:
                   f"  assumptions: {cf['assumption']}"]
     else:
         lines += ["", f"no exact twin: {cf['exact']['unavailable']}"]
-    lines += [f"paper's renewal form: R = {rn['R']:.3f}, L = {rn['L']:.3f} (roofline bytes/time); pass counting "
+    lines += [f"renewal form (costsim's, over these chunk lengths): R = {rn['R']:.3f}, L = {rn['L']:.3f} (roofline bytes/time); pass counting "
               f"R = {rn['R_passes']:.3f}, L = {rn['L_passes']:.3f} (v/d {rn['v_over_d_passes']:.3f}, rho {rn['rho']:g}, "
               f"kappa {rn['kappa']:.3f})", f"  assumptions: {rn['assumption']}"]
     return "\n".join(lines)

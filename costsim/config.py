@@ -62,7 +62,7 @@ DEPLOYMENT_SOURCES = {
     "device": "paper: the device of its balance-point caveat (B* about 37 on an H20)",
     "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
     "weak_dtype": "assumption: the weak model served in BF16",
-    "engine": "assumption: both models served by vLLM, the engine the paper's setting names",
+    "engine": "assumption: both models served by vLLM (the paper names no engine)",
     "batch": "assumption: 16 concurrent sessions per replica",
 }
 #: The source of every default above, workload and deployment.

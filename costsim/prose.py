@@ -283,7 +283,7 @@ def protocols_agentcollab() -> str:
 def cost_model_validation() -> str:
     _, summ, pairs, ideal = _validation()
     ideal = {(s["split"], s["group"]): s for s in ideal}
-    lines = ["| split | group | cases | the paper's pure roofline (`--engine ideal`) | now |", "|---|---|---|---|---|"]
+    lines = ["| split | group | cases | a pure roofline of datasheet peaks (`--engine ideal`) | now |", "|---|---|---|---|---|"]
     for s in summ:
         i = ideal[(s["split"], s["group"])]
         lines.append(f"| {'hold-out' if s['split'] == 'holdout' else 'fit'} | {s['group']} | {s['cases']} "

@@ -23,7 +23,7 @@ def closed_form(tasks, sc: Scenario) -> dict:
     expectations of :mod:`costsim.twin` on the tasks' own fixed paths — what a one-session
     simulation estimates. Where the scenario has no exact twin (correlated verdicts, verifier
     errors, generative paths) they are the renewal form's, and ``exact`` says why not.
-    ``renewal`` is the paper's cost model over the same tasks: see :func:`renewal_form`.
+    ``renewal`` is costsim's renewal form over the same tasks: see :func:`renewal_form`.
     """
     # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
     spec = next((n for n in sc.protocols if n.startswith("specagent") and twin.has_twin(n)), "specagent")
@@ -44,7 +44,8 @@ def closed_form(tasks, sc: Scenario) -> dict:
 
 
 def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
-    """The paper's cost model over the tasks: :mod:`costsim.formulas` (renewal form) over the
+    """costsim's renewal form over the tasks (the paper's R_u and L_u generalised to a
+    distribution of chunk lengths, :func:`costsim.formulas.renewal_ratios`) over the
     tasks' own chunk-length distribution (every draft accepted) under ``protocol``'s chunking
     and review rules, independent acceptance at the rate the reviewer accepts a step
     (:func:`accept_rate`).

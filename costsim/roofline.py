@@ -353,10 +353,12 @@ def balance_batch(dep: Deployment, context=0, max_batch: int = 1 << 16) -> float
 
 
 def balance_batch_paper(dep: Deployment) -> float:
-    """The paper's balance point: peak FLOPs / (bandwidth per byte of weights), datasheet peaks.
+    """The balance point by datasheet peaks alone: peak FLOPs / (bandwidth per byte of weights).
 
-    B* = (peak FLOP/s / bandwidth B/s) · bytes per parameter / 2 — e.g. 148 TFLOPS / 4.0 TB/s at
-    2 bytes/param gives 37 sequences on an H20. It ignores expert union and KV traffic.
+    B* = (peak FLOP/s / bandwidth B/s) · bytes per parameter / 2 — 148 TFLOPS / 4.0 TB/s at 2
+    bytes/param gives 37 sequences on an H20. The paper states only "about 37 sequences on an
+    H20"; this formula is costsim's reading of it (it reproduces that number). It ignores expert
+    union and KV traffic.
     """
     dev = dep.device
     return dev.dense_tflops(dep.weight_dtype) * 1e12 / (dev.hbm_bandwidth_gbps * 1e9) * DTYPE_BYTES[dep.weight_dtype] / 2.0

@@ -11,7 +11,7 @@ what each model has cached and not yet seen; the expected costs are summed over 
 states, forward in position. This is what the simulator estimates by sampling, computed
 independently of it: the tests hold the two to each other's Monte-Carlo interval.
 
-Unlike the paper's renewal form (:func:`costsim.formulas.renewal_ratios`) it sees that a fixed
+Unlike the renewal form (:func:`costsim.formulas.renewal_ratios`, costsim's) it sees that a fixed
 path drafts the steps after a rejection again (a held write is reviewed again), that a task
 ends part-way through a chunk, and that contexts grow over a task.
 """

@@ -91,7 +91,7 @@ def test_simulate_json_shape_and_bracket(capsys, tmp_path):
 
 def test_the_default_simulation_brackets_its_closed_form(capsys):
     # Issue 3's "done when": SpecAgent's simulated R and L bracket the closed form (the exact
-    # twin on the same fixed paths; the paper's renewal form does not hold there).
+    # twin on the same fixed paths; the renewal form does not hold there).
     r = run_json(capsys, "simulate", "-p", "0.8", "--K", "6", "--tasks", "2000", "--seed", "1", "--quiet")
     cf, spec = r["closed_form"], r["protocols"]["specagent"]
     assert cf["method"] == "exact" and cf["protocol"] == "specagent"
@@ -108,7 +108,7 @@ def test_simulate_prints_a_closed_form_whatever_the_protocols(capsys, protocols)
     assert main(["simulate", "-p", "0.8", "--K", "3", "--tasks", "20", "--protocols", protocols]) == 0
     out = capsys.readouterr().out
     spec = "specagent-hold-responses" if "hold" in protocols else "specagent"
-    assert f"closed form (exact twin, {spec}): R = " in out and "paper's renewal form" in out
+    assert f"closed form (exact twin, {spec}): R = " in out and "renewal form (costsim's" in out
     r = run_json(capsys, "simulate", "-p", "0.8", "--K", "3", "--tasks", "20", "--protocols", protocols,
                  "--p-dist", "markov:0.9,0.3,0.1,0.3")
     assert r["closed_form"]["method"] == "renewal" and r["closed_form"]["R"] == r["closed_form"]["renewal"]["R"]

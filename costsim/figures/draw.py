@@ -145,10 +145,10 @@ def balance_point(df):
         if math.isfinite(r["B_star"]):
             ax.axvline(r["B_star"], color=c, ls="--", lw=1.2)
             ax.text(r["B_star"] * 1.04, 1.42, f"B* = {r['B_star']:.0f} ({dev}, roofline)\n"
-                    f"paper's form: {r['B_star_paper']:.0f}", color=c, fontsize=8.5, va="top")
+                    f"peak FLOPs/bandwidth: {r['B_star_paper']:.0f}", color=c, fontsize=8.5, va="top")
         else:
             ax.text(0.02, 0.02 + 0.055 * (len(runs) - 1 - list(runs).index(dev)),
-                    f"{dev.upper()}: B* = ∞ at {r['context']:,.0f} tokens of context (paper's form: {r['B_star_paper']:.0f})",
+                    f"{dev.upper()}: B* = ∞ at {r['context']:,.0f} tokens of context (peak FLOPs/bandwidth: {r['B_star_paper']:.0f})",
                     color=c, fontsize=8.5, ha="left", transform=ax.transAxes)
         if r["kv_limit"] < 300:
             ax.axvline(r["kv_limit"], color=c, ls=":", lw=1.4)

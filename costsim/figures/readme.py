@@ -53,7 +53,7 @@ def index(done: dict) -> str:
         "",
         "What this figure is: costsim's own model, fitted to the paper's published numbers on one subset of them",
         "and predicting the rest. It is not the paper's predicted-versus-observed figure (whose points are not",
-        "public), and a fitted point shows only that the fit met it. The model is the paper's renewal form (`costsim.paper.chunk_model`, on `formulas.renewal_ratios`) with",
+        "public), and a fitted point shows only that the fit met it. The model is costsim's renewal form (the paper's R_u and L_u over a distribution of chunk lengths: `costsim.paper.chunk_model`, on `formulas.renewal_ratios`) with",
         "chunk lengths set by a per-step write rate q — a chunk ends at its first state-changing call (held,",
         "reviewed) or at K reads (committed unreviewed) — instead of every chunk at n = K, in weight passes per",
         "committed step relative to Strong-only. AutomationBench's rejections cost the paper's separate repair",
@@ -156,7 +156,7 @@ def index(done: dict) -> str:
         + ". On H20",
         f"R in time goes from {h20[0]['R_time']:.2f} at 1 session to {h20[-1]['R_time']:.2f} at 256 as the batch "
         f"passes B* ≈ {runs['h20']['B_star']:.0f} (roofline, at the tasks' median context of "
-        f"{runs['h20']['context']:.0f} tokens; the paper's peak-FLOPs/bandwidth form gives "
+        f"{runs['h20']['context']:.0f} tokens; the peak-FLOPs/bandwidth form, costsim's reading of the paper's 'about 37 on an H20', gives "
         f"{runs['h20']['B_star_paper']:.0f}): SpecAgent's extra FLOPs (the strong model prefills every chunk it did",
         "not write) cost little while the replica is memory bound and become time once it is not. The ratio",
         f"crosses 1 near batch {crossing(h20):.0f}, before the decode B*: the mixed iterations that carry those prefills turn",
