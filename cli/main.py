@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from . import bench_cmd as _bench
 from . import capacity_cmd as _capacity
 from . import figures_cmd as _figures
 from . import live_cmd as _live
@@ -34,6 +35,7 @@ app = typer.Typer(
 # The analytic model, then the simulator, then live mode, then data.
 app.command("predict")(_predict.predict)
 app.add_typer(_roofline.roofline_app, name="roofline")
+app.command("bench")(_bench.bench)
 app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("capacity")(_capacity.capacity)

@@ -94,10 +94,12 @@ CASES = typer.Argument(None, help="Validation TOML, or a `vllm bench serve --sav
 def validate_cmd(
     file: Optional[str] = CASES,
     engine: Optional[str] = typer.Option(None, "--engine", help="Cost every case with this engine profile instead of its own (e.g. ideal)."),
-    model: Optional[str] = typer.Option(None, help="For a vllm bench serve JSON: the model served."),
-    device: Optional[str] = typer.Option(None, help="For a vllm bench serve JSON: the device."),
-    gpus: int = typer.Option(1, help="For a vllm bench serve JSON: GPUs (tensor parallel)."),
-    dtype: str = typer.Option("bf16", help="For a vllm bench serve JSON: weight precision."),
+    model: Optional[str] = typer.Option(None, help="For vllm bench serve results: the model served [their metadata's]."),
+    device: Optional[str] = typer.Option(None, help="For vllm bench serve results: the device [their metadata's]."),
+    gpus: Optional[int] = typer.Option(None, help="For vllm bench serve results: GPUs, tensor parallel [metadata tp, else 1]."),
+    dtype: Optional[str] = typer.Option(None, help="For vllm bench serve results: weight precision [metadata dtype, else bf16]."),
+    expert_parallel: Optional[bool] = typer.Option(None, "--expert-parallel/--no-expert-parallel",
+                                                   help="For vllm bench serve results: experts placed whole [metadata ep]."),
     split: Optional[str] = typer.Option(None, help="Only 'fit' or 'holdout' cases."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
@@ -106,15 +108,19 @@ def validate_cmd(
 
     with user_errors(ValueError):
         res = api.roofline_validate(file, engine=engine, model=model, device=device, gpus=gpus, dtype=dtype,
-                                    split=split)
+                                    expert_parallel=expert_parallel, split=split)
     if json_out:
         typer.echo(dumps(res.to_dict()))
         return
     rows, summ, pairs = res["cases"], res["summary"], res["pairs"]
-    typer.echo(f"{len(rows)} measured cases" + (f", every one costed with engine {engine}" if engine else ", each with its own engine profile"))
-    typer.echo(f"  {'case':<52} {'split':<7} {'metric':<13} {'measured':>10} {'predicted':>10} {'error':>7}")
+    for run in res["runs"]:
+        typer.echo(f"read as: {run}")
+    typer.echo(f"{len(rows)} measured cases" + (f", every one costed with engine {engine}" if engine else ", each with its own engine profile")
+               + "; under load (serving, rate), each run simulated as costsim bench runs it")
+    typer.echo(f"  {'case':<52} {'split':<7} {'metric':<20} {'measured':>10} {'predicted':>10} {'error':>7}")
     for r in rows:
-        typer.echo(f"  {r['id'][:52]:<52} {r['split']:<7} {r['metric']:<13} {r['measured']:>10.4g} {r['predicted']:>10.4g} "
+        metric = f"{r['statistic']} {r['metric']}".strip()
+        typer.echo(f"  {r['id'][:52]:<52} {r['split']:<7} {metric:<20} {r['measured']:>10.4g} {r['predicted']:>10.4g} "
                    f"{r['error']:>+7.0%}" + ("" if r["fits_memory"] else "  (!)"))
     no_room = [r for r in rows if not r["fits_memory"]]
     if no_room:
@@ -123,6 +129,9 @@ def validate_cmd(
     typer.echo("per group (median |error|, worst factor):")
     for s in summ:
         typer.echo(f"  {s['split']:<7} {s['group']:<11} {s['cases']:>3} cases  {s['median_abs_error']:>5.0%}  x{s['worst_factor']:.2f}")
+    typer.echo("per metric (ttft and tpot-itl: means and medians; p99: every 99th percentile):")
+    for s in res["metric_summary"]:
+        typer.echo(f"  {s['split']:<7} {s['metric_group']:<11} {s['cases']:>3} cases  {s['median_abs_error']:>5.0%}  x{s['worst_factor']:.2f}")
     if pairs:
         typer.echo("weak/strong step-time ratios measured in one harness (smaller model / largest, same device type):")
         for p in pairs:

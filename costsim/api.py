@@ -614,6 +614,86 @@ def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, exp
     return RooflineResult(out, dep)
 
 
+class BenchRunResult(Result):
+    """`costsim bench`: what `vllm bench serve` would report, simulated. :meth:`to_dict` is
+    vLLM's result JSON (its keys, in its order: the run's settings, the user's ``--metadata``,
+    then ``duration`` in s, counts, throughputs in requests or tokens per s, and ``mean_``,
+    ``median_``, ``std_``, ``pNN_`` of each latency in ms) with costsim's own under
+    ``"costsim"``: the deployment, the server's limits, ``overload`` and plain-word ``notes``."""
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([{k: v for k, v in self.to_dict().items() if k != "costsim"}])
+
+
+def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert_parallel: bool = False,
+          dataset: str = "random", num_prompts: int = 1000, input_len=None, output_len=None, range_ratio=0.0,
+          sharegpt_output_len=None, request_rate: float = math.inf, burstiness: float = 1.0, max_concurrency=None,
+          seed: int = 0, percentile_metrics: str = "ttft,tpot,itl,e2el", metric_percentiles: str = "99",
+          max_num_seqs=None, max_num_batched_tokens=None, calibration=None, role: str = "strong", label=None,
+          metadata=()) -> BenchRunResult:
+    """`vllm bench serve` against ``model`` on ``gpus`` of ``device`` under ``engine``, simulated
+    by costsim (:mod:`costsim.bench`): the same load options, the same result keys. The server's
+    limits default to the engine's on that device; ``calibration`` (a `costsim calibrate` file)
+    replaces the roofline's times by the ``role`` endpoint's measured ones, and the engine's
+    per-request overhead by its fitted one. ``metadata``: ``KEY=VALUE`` strings, kept as vLLM
+    keeps them (top-level keys, string values)."""
+    import datetime as _dt
+    from dataclasses import replace
+
+    from . import bench as sim_bench
+    from . import loadgen
+    from . import roofline as rl
+    from .calibration import endpoint_fits, load_calibration
+    from .sizing import deployment
+
+    if gpus is not None and gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {gpus}")
+    for flag, v in (("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens)):
+        if v is not None and v < 1:
+            raise ValueError(f"{flag} must be >= 1, got {v}")
+    metrics = tuple(m.strip() for m in percentile_metrics.split(",") if m.strip())
+    try:
+        percentiles = tuple(float(p) for p in str(metric_percentiles).split(",") if p.strip())
+    except ValueError:
+        raise ValueError(f"--metric-percentiles: comma-separated numbers, got {metric_percentiles!r}") from None
+    meta = {}
+    for item in metadata or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--metadata takes KEY=VALUE, got {item!r}")
+        meta[key.strip()] = value.strip()
+    try:
+        load = loadgen.Load(num_prompts=num_prompts, dataset=dataset, input_len=input_len, output_len=output_len,
+                            range_ratio=range_ratio, sharegpt_output_len=sharegpt_output_len, request_rate=request_rate,
+                            burstiness=burstiness, max_concurrency=max_concurrency, seed=seed)
+    except ValueError as e:
+        raise ValueError(f"--{str(e).replace('_', '-')}") from None
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel)
+    coef, source = None, "the roofline of the deployment and the engine's fitted parameters"
+    if calibration:
+        fits = {w: (pre, dec, over) for w, pre, dec, over in endpoint_fits(load_calibration(calibration))}
+        if role not in fits:
+            raise ValueError(f"--role {role}: {calibration} has no [{role}] endpoint fit (it has {', '.join(fits)})")
+        pre, dec, over = fits[role]
+        dep = replace(dep, engine=replace(dep.engine, request_overhead_ms=over * 1e3))
+        coef = rl.calibrated(rl.coefficients(dep), pre, dec)
+        source = f"the {role} endpoint measured in {calibration} (per-token times and per-request overhead)"
+    res = sim_bench.run(dep, load, metrics, percentiles, max_num_batched_tokens, max_num_seqs, coef)
+    out = {"date": _dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "endpoint_type": "costsim", "backend": "costsim",
+           "label": label, "model_id": dep.model.name, "tokenizer_id": dep.model.name, "num_prompts": num_prompts,
+           **meta, "request_rate": "inf" if math.isinf(request_rate) else request_rate, "burstiness": burstiness,
+           "max_concurrency": max_concurrency, **res.metrics}
+    out["costsim"] = {
+        "simulated": True, "deployment": dep.describe(), "costs_from": source,
+        "dataset": dataset, "input_len_tokens": load.lengths[0], "output_len_tokens": load.lengths[1],
+        "range_ratio": list(load.ratios),
+        "max_num_seqs": max_num_seqs or dep.max_seqs, "max_num_batched_tokens": max_num_batched_tokens or dep.token_budget,
+        "request_overhead_ms": dep.engine.request_overhead_ms, "overload": res.overload, "notes": list(res.notes)}
+    return BenchRunResult(out)
+
+
 class ValidationResult(Result):
     """`costsim roofline validate`: every measured case predicted (``["cases"]``), the median
     |error| and worst factor per group (``["summary"]``), and weak/strong step-time ratios
@@ -625,16 +705,19 @@ class ValidationResult(Result):
         return pd.DataFrame(self.data["cases"])
 
 
-def roofline_validate(file=None, *, engine=None, model=None, device=None, gpus: int = 1, dtype: str = "bf16",
-                      split=None) -> ValidationResult:
+def roofline_validate(file=None, *, engine=None, model=None, device=None, gpus=None, dtype=None,
+                      expert_parallel=None, split=None) -> ValidationResult:
     """Predicted against measured for every case of the shipped validation set, or of ``file``
-    (a validation TOML, or a `vllm bench serve --save-result` JSON with ``model``, ``device``,
-    ``gpus``, ``dtype``); ``engine``: cost every case with this engine profile instead of its
-    own; ``split``: only 'fit' or 'holdout' cases."""
+    (a validation TOML, or `vllm bench serve` results: a `--save-result` JSON, `--append-result`
+    lines, a sweep's summary; ``model``, ``device``, ``gpus``, ``dtype``, ``expert_parallel``
+    say the deployment where the results' metadata does not); ``engine``: cost every case with
+    this engine profile instead of its own; ``split``: only 'fit' or 'holdout' cases. Results
+    read from a file are described in ``["runs"]``: the workload each was read as."""
     from . import measured as v
     from .profiles import load_engine
 
-    cases = v.load_cases(file, model=model, device=device, gpus=gpus, weight_dtype=dtype, engine="vllm")
+    cases = v.load_cases(file, model=model, device=device, gpus=gpus, weight_dtype=dtype,
+                         expert_parallel=expert_parallel)
     if split:
         if split not in ("fit", "holdout"):
             raise ValueError("--split must be 'fit' or 'holdout'")
@@ -644,8 +727,9 @@ def roofline_validate(file=None, *, engine=None, model=None, device=None, gpus: 
         e = load_engine(engine)
         engines = {c.engine: e for c in cases}
     rows = v.evaluate(cases, engines)
-    return ValidationResult({"engine_override": engine, "cases": rows, "summary": v.summary(rows),
-                             "pairs": v.harness_pairs(rows)})
+    runs = list(dict.fromkeys(v.describe_run(c) for c in cases)) if file and not str(file).endswith(".toml") else []
+    return ValidationResult({"engine_override": engine, "runs": runs, "cases": rows, "summary": v.summary(rows),
+                             "metric_summary": v.summary(rows, "metric_group"), "pairs": v.harness_pairs(rows)})
 
 
 def roofline_fit(file=None) -> Result:

@@ -1,5 +1,5 @@
 """Files: the one loader of shipped data folders (hardware/, models/, traces/,
-benchmarks/measured/), the one reader of a user's input file and the one atomic writer.
+benchmarks/measured/, workloads/), the one reader of a user's input file and the one atomic writer.
 
 In an installed wheel they are the packages ``costsim.data.<folder>`` (pyproject maps the
 top-level folders there). Imported straight from a checkout (``python -m``, tests run in the
@@ -28,7 +28,7 @@ _CHECKOUT = {"measured": "benchmarks/measured"}
 
 @cache
 def data_dir(folder: str) -> Traversable:
-    """The shipped data folder ``folder`` ('hardware', 'models', 'traces' or 'measured')."""
+    """The shipped data folder ``folder`` ('hardware', 'models', 'traces', 'measured' or 'workloads')."""
     try:
         return resources.files(f"costsim.data.{folder}")
     except ModuleNotFoundError:
@@ -56,8 +56,8 @@ def code_digest() -> str:
                 h.update(f.read_bytes())
 
     walk(Path(__file__).resolve().parent, "costsim", (".py",), skip=("data", "cli"))
-    for folder in ("hardware", "models", "traces", "measured"):
-        walk(data_dir(folder), folder, (".toml", ".json", ".jsonl"))
+    for folder in ("hardware", "models", "traces", "measured", "workloads"):
+        walk(data_dir(folder), folder, (".toml", ".json", ".jsonl", ".csv"))
     return h.hexdigest()
 
 

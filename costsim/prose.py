@@ -128,7 +128,7 @@ def readme_protocols() -> str:
 
 
 def readme_plan() -> str:
-    from .config import DEPLOYMENTS, PLAN_SEARCH
+    from .config import DEPLOYMENTS
     from .planner import configurations
     from .profiles import load_model
 

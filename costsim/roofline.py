@@ -226,6 +226,13 @@ class Coefficients:
                 hi = mid - 1
         return lo
 
+    def decode_iteration_seconds(self, batch: float, context_sum: float, m: int) -> np.ndarray:
+        """The seconds of each of those ``m`` iterations, one by one (their sum is
+        :meth:`decode_run`'s): what a benchmark's inter-token latencies are made of."""
+        c0, c1, m0, m1, extra = self._decode_lines(batch, context_sum)
+        i = np.arange(max(int(m), 0), dtype=float)
+        return np.maximum(c0 + c1 * i, m0 + m1 * i) + extra
+
     def _decode_lines(self, B, C):
         c0 = (self.flops_per_token * B + self.flops_per_pair * C) / self.compute_rate
         c1 = self.flops_per_pair * B / self.compute_rate

@@ -115,6 +115,8 @@ def test_import_trace_is_the_command(capsys, tmp_path):
     (lambda: api.plan(1.0, K="0"), ["plan", "--task-rate", "1", "--K", "0"]),
     (lambda: api.roofline("llama-3.1-70b", "rtx4090", gpus=1), ["roofline", "--model", "llama-3.1-70b", "--device",
                                                                 "rtx4090", "--gpus", "1"]),
+    (lambda: api.bench("llama-3.1-8b", "h100", burstiness=-1.0), ["bench", "--model", "llama-3.1-8b", "--device", "h100",
+                                                                 "--burstiness", "-1"]),
 ])
 def test_an_error_is_the_commands_one_line(capsys, call, argv):
     with pytest.raises(ValueError) as e:
@@ -140,12 +142,13 @@ COMMANDS = {
     "roofline validate": (api.roofline_validate, ()), "traces stats": (api.trace_stats, ()),
     "sweep": (api.sweep, ()), "figures": (api.figures, ()), "protocols": (api.protocols, ()),
     "calibrate": (api.calibrate, tuple(api.LIVE_OPTIONS)), "validate": (api.validate, tuple(api.LIVE_OPTIONS)),
-    "serve-local": (api.serve_local, ()),
+    "serve-local": (api.serve_local, ()), "bench": (api.bench, ()),
 }
 #: The CLI's parameters that are not options of the computation (output, display) and the few
 #: named differently (the CLI's parameter -> the API's keyword).
-OUTPUT = {"json_out", "quiet", "out", "output", "figure", "as_json", "per_task", "ctx"}
-RENAMED = {"traces": "trace", "prefill_tokens": "prefill", "ks": "K"}
+OUTPUT = {"json_out", "quiet", "out", "output", "figure", "as_json", "per_task", "ctx", "save_result", "append_result",
+          "result_dir", "result_filename"}
+RENAMED = {"traces": "trace", "prefill_tokens": "prefill", "ks": "K", "dataset_name": "dataset"}
 
 
 def _command(path: str):

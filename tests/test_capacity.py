@@ -153,7 +153,7 @@ def test_faster_device_sustains_more_per_replica():
 
 def test_batch_past_balance_point_is_flagged():
     # A dense 70B model on H20 has a finite B* at short context (37 by the paper's datasheet
-    # form; higher under the engines' achieved fractions, 0.35 of the bandwidth against 0.48 of
+    # form; higher under the engines' achieved fractions, 0.40 of the bandwidth against 0.44 of
     # the FLOPs, which make compute relatively cheaper). Under a latency target its
     # compute-bound prefills keep the batch below that; a cell pushed to 1 task/s (the loose
     # capacity a planner might assume) runs the strong replica far past it, and is flagged.

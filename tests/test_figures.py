@@ -149,9 +149,11 @@ def test_balance_point_figure_shows_the_contention(regenerated):
     _, done = regenerated
     runs = done["balance-point"]["result"]["runs"]
     h20 = runs["h20"]["points"]
-    # Finite on H20, above the paper's datasheet form (the engines reach a smaller share of the
-    # H20's bandwidth than of its FLOPs) and inside the range of batches simulated.
-    assert runs["h20"]["B_star_paper"] < runs["h20"]["B_star"] < h20[-1]["batch"]
+    # Finite on H20, inside the range of batches simulated, and within a factor of 3 of the
+    # paper's datasheet form (peak FLOPs over bandwidth): the engines' achieved fractions of the
+    # two (benchmarks/measured) move it, the KV reads at the tasks' context raise it.
+    assert runs["h20"]["B_star"] < h20[-1]["batch"]
+    assert 1 / 3 < runs["h20"]["B_star"] / runs["h20"]["B_star_paper"] < 3
     assert h20[0]["R_time"] < 0.5 and h20[-1]["R_time"] > 1.0
     assert h20[-1]["batch"] > runs["h20"]["B_star"]
     # Past B* the H20 ratio exceeds what the bandwidth-rich devices show at the same load.

@@ -31,6 +31,24 @@ def test_the_set_spans_what_it_must(cases):
     assert sum(c.metric == "ttft_ms" or c.scenario == "prefill" for c in cases) >= 4
     assert {c.split for c in cases} == {"fit", "holdout"}
     assert all(c.source and c.quote for c in cases)
+    # Under load: closed loops and open loops, TTFT, TPOT/ITL and end-to-end latency at their
+    # medians and 99th percentiles and throughput, with their lengths, in both splits.
+    loaded = [c for c in cases if c.scenario in v.UNDER_LOAD]
+    assert len({v.run_of(c) for c in loaded}) >= 15
+    assert {c.scenario for c in loaded} == {"serving", "rate"}
+    assert {(c.metric, c.statistic) for c in loaded} >= {("ttft_ms", "median"), ("ttft_ms", "p99"), ("tpot_ms", "median"),
+                                                         ("tpot_ms", "p99"), ("e2el_ms", "median"), ("output_tok_s", "")}
+    assert all(c.input_len > 0 and c.output_len >= 1 for c in loaded)
+    for split in ("fit", "holdout"):
+        assert {v.metric_group(c) for c in loaded if c.split == split} == set(v.METRIC_GROUPS)
+    # A run's figures share its split: a hold-out run is held out whole; but for one run of the
+    # set's first version, split figure by figure before the set had runs under load.
+    by_run = {}
+    for c in loaded:
+        by_run.setdefault(v.run_of(c), {})[c.id] = c.split
+    mixed = [ids for ids in by_run.values() if len(set(ids.values())) > 1]
+    assert [sorted(ids) for ids in mixed] == [["sglcb-qwen3-235b-2507-bf16-8xb200-tp8-c1-tpot",
+                                               "sglcb-qwen3-235b-2507-bf16-8xb200-tp8-c1-ttft"]]
 
 
 def test_shipped_engine_values_are_the_fit(fit):
@@ -79,11 +97,17 @@ def test_weak_strong_ratios_from_one_harness(cases):
 
 
 def test_predicted_metric_units(cases):
-    c = next(c for c in cases if c.metric == "tpot_ms")
-    ms = v.predict(c)
-    assert v.predict(replace(c, metric="itl_ms")) == ms
-    out = v.predict(replace(c, metric="output_tok_s"))
-    assert out == pytest.approx(c.concurrency * c.output_len / v.predict(replace(c, metric="e2e_latency_s")))
+    # The closed forms: TPOT and ITL are one number; a batch's throughput is its size times the
+    # output over the latency.
+    c = next(c for c in cases if c.scenario == "decode" and c.metric == "output_tok_s")
+    e2e = v.predict(replace(c, metric="e2e_latency_s"))
+    assert v.predict(c) == pytest.approx(c.concurrency * c.output_len / e2e)
+    # Under load, each metric is the simulated benchmark's key in the metric's unit.
+    c = next(c for c in cases if c.scenario == "serving" and c.metric == "tpot_ms")
+    res = v.simulated(v.deployment(c), v.load_of(c))
+    assert v.predict(c) == res.metrics[f"{c.statistic}_tpot_ms"]
+    assert v.predict(replace(c, metric="e2e_latency_s")) == pytest.approx(res.metrics[f"{c.statistic}_e2el_ms"] / 1e3)
+    assert v.predict(replace(c, metric="output_tok_s", statistic="")) == res.metrics["output_throughput"]
 
 
 BENCH = {
@@ -98,15 +122,53 @@ def test_vllm_bench_serve_result_is_read_as_cases(tmp_path):
     p = tmp_path / "bench.json"
     p.write_text(json.dumps(BENCH))
     got = v.load_cases(p, model="llama-3.1-8b", device="h100", gpus=1, engine="vllm", weight_dtype="bf16")
-    assert {c.metric for c in got} == {"ttft_ms", "tpot_ms", "itl_ms", "output_tok_s"}
+    assert {(c.metric, c.statistic) for c in got} == {("ttft_ms", "median"), ("ttft_ms", "mean"), ("tpot_ms", "median"),
+                                                      ("itl_ms", "median"), ("output_tok_s", "")}
     c = got[0]
-    assert (c.concurrency, c.input_len, c.output_len) == (16, 1024, 128)
-    assert {c.metric: c.value for c in got}["tpot_ms"] == 7.4
+    assert (c.scenario, c.concurrency, c.num_prompts, c.input_len, c.output_len) == ("serving", 16, 200, 1024, 128)
+    assert {(c.metric, c.statistic): c.value for c in got}[("tpot_ms", "median")] == 7.4
     with pytest.raises(ProfileError, match="give --model and --device"):
         v.load_cases(p)
     p.write_text(json.dumps({"completed": 0}))
     with pytest.raises(ProfileError, match="not a `vllm bench serve` result"):
         v.load_cases(p, model="llama-3.1-8b", device="h100")
+
+
+def test_appended_results_metadata_and_sweep_summaries(tmp_path):
+    # --append-result: one object a line; an open-loop run is judged at its rate; --metadata
+    # tp=2 device=... model=... say the deployment, and a flag overrides them.
+    open_loop = {**BENCH, "request_rate": 4.0, "max_concurrency": None, "tp": "2", "device": "h100",
+                 "model": "llama-3.1-70b", "p99_ttft_ms": 130.0}
+    p = tmp_path / "runs.json"
+    p.write_text(json.dumps(BENCH) + "\n" + json.dumps(open_loop))
+    got = v.load_cases(p, model="llama-3.1-8b", device="h100")
+    first, second = [c for c in got if "#1" in c.id], [c for c in got if "#2" in c.id]
+    assert {c.scenario for c in first} == {"serving"} and {c.scenario for c in second} == {"rate"}
+    assert second[0].request_rate == 4.0 and second[0].gpus == 2 and second[0].group == "dense-tp"
+    assert second[0].model == "llama-3.1-8b"  # the flag over the metadata
+    assert ("ttft_ms", "p99") in {(c.metric, c.statistic) for c in second}
+    one = tmp_path / "open.json"
+    one.write_text(json.dumps(open_loop))
+    assert {c.model for c in v.load_cases(one)} == {"llama-3.1-70b"}  # the metadata alone
+    # What each result was read as, in words; every case is costed.
+    rows = v.evaluate(got)
+    assert all(r["predicted"] > 0 for r in rows)
+    assert "open loop at 4 requests/s" in v.describe_run(second[0]) and "2x h100" in v.describe_run(second[0])
+    # vllm bench sweep: summary.json is a list of results, summary.csv a row a run.
+    s = tmp_path / "summary.json"
+    s.write_text(json.dumps([BENCH, {**BENCH, "max_concurrency": 32}]))
+    assert {c.concurrency for c in v.load_cases(s, model="llama-3.1-8b", device="h100")} == {16, 32}
+    csv = tmp_path / "summary.csv"
+    keys = ["", "run_number", *BENCH]
+    csv.write_text(",".join(keys) + "\n" + ",".join(["0", "0", *map(str, BENCH.values())]) + "\n")
+    got = v.load_cases(csv, model="llama-3.1-8b", device="h100")
+    assert {(c.metric, c.statistic): c.value for c in got}[("ttft_ms", "mean")] == 65.0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json\n")
+    with pytest.raises(ProfileError, match="not a JSON result"):
+        v.load_cases(bad, model="llama-3.1-8b", device="h100")
+    bad.write_text(json.dumps({**BENCH, "tp": "many"}))
+    assert v.load_cases(bad, model="llama-3.1-8b", device="h100")[0].gpus == 1  # unreadable metadata: the default
 
 
 def test_bad_case_files(tmp_path):
@@ -116,7 +178,7 @@ def test_bad_case_files(tmp_path):
         v.load_cases(p)
     row = dict(id="a", group="dense-1gpu", split="fit", engine="vllm", device="h100", gpus=1, model="llama-3.1-8b",
                weight_dtype="bf16", scenario="serving", concurrency=1, input_len=10, output_len=10, metric="tpot_ms",
-               value=5.0, source="s")
+               statistic="mean", value=5.0, source="s")
     toml = lambda r: "[[case]]\n" + "".join(f"{k} = {json.dumps(x)}\n" for k, x in r.items())  # noqa: E731
     p.write_text(toml({**row, "metric": "speed"}))
     with pytest.raises(ProfileError, match="case 1 \\(a\\): metric must be one of"):
@@ -126,6 +188,15 @@ def test_bad_case_files(tmp_path):
         v.load_cases(p)
     p.write_text(toml(row) + toml(row))
     with pytest.raises(ProfileError, match="duplicate id"):
+        v.load_cases(p)
+    p.write_text(toml({**row, "statistic": ""}))
+    with pytest.raises(ProfileError, match="a latency under load needs a statistic"):
+        v.load_cases(p)
+    p.write_text(toml({**row, "scenario": "rate", "request_rate": 2.0}))
+    with pytest.raises(ProfileError, match="an open-loop case needs num_prompts"):
+        v.load_cases(p)
+    p.write_text(toml({**row, "scenario": "decode"}))
+    with pytest.raises(ProfileError, match="are for cases under load"):
         v.load_cases(p)
 
 
@@ -139,7 +210,7 @@ def test_cli_validate_and_fit(tmp_path):
     p.write_text(json.dumps(BENCH))
     r = subprocess.run([*costsim_argv(), "roofline", "validate", str(p), "--model", "llama-3.1-8b", "--device", "h100"],
                        capture_output=True, text=True, check=True)
-    assert "bench:tpot_ms" in r.stdout and "holdout" in r.stdout
+    assert "bench:median_tpot_ms" in r.stdout and "holdout" in r.stdout and "read as: vllm, 1x h100" in r.stdout
     r = subprocess.run([*costsim_argv(), "roofline", "validate", str(p)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "give --model and --device" in r.stderr
     r = subprocess.run([*costsim_argv(), "roofline", "fit"], capture_output=True, text=True, check=True)

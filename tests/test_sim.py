@@ -130,7 +130,7 @@ def test_spec_strong_time_ratio_rises_past_the_balance_point():
     assert 20 < B_star < max_sequences(strong, 3000)
     lo, hi = res[1]["specagent-hold-responses"], res[256]["specagent-hold-responses"]
     assert res[256]["strong-only"]["strong_mean_batch"]["mean"] > B_star  # past B* under load
-    assert round(lo["R_time"]["mean"], 2) == 0.27 and round(hi["R_time"]["mean"], 2) == 1.18
+    assert round(lo["R_time"]["mean"], 2) == 0.27 and round(hi["R_time"]["mean"], 2) == 1.20
 
 
 def test_a_kv_pool_that_caps_the_batch_below_the_balance_point_keeps_the_ratio_low():
@@ -139,7 +139,7 @@ def test_a_kv_pool_that_caps_the_batch_below_the_balance_point_keeps_the_ratio_l
     strong, weak, B_star, res = _contention(2)
     cap = max(r["strong_mean_batch"]["mean"] for r in res[256].values())
     assert cap <= 15 < B_star
-    assert round(res[256]["specagent-hold-responses"]["R_time"]["mean"], 2) == 0.60
+    assert round(res[256]["specagent-hold-responses"]["R_time"]["mean"], 2) == 0.64
 
 
 def _contention(gpus):

@@ -102,7 +102,7 @@ def index(done: dict) -> str:
          f"  with a p_u far below Airline's ({fit['p']['Retail']:.2f} against {fit['p']['Airline']:.2f}): at equal strong "
          "calls, its higher HBM fraction has to come from more rejected drafts."),
         "- **Decoded strong tokens on tau² ({:.0%}–{:.0%}).** ".format(*tau2["decoded_strong_share"])
-        + f"Every point reads the one v/d, so a review decodes the verdict it stands",
+        + "Every point reads the one v/d, so a review decodes the verdict it stands",
         f"  for ({r2['model']['VitaBench']['verdict tokens']:.0f} tokens by pass counting, not the "
         f"{VERDICT_TOKENS:g} costsim assumes elsewhere) and, after a rejection, the repair; the model's shares: "
         + ", ".join(f"{k} {rows_by[(k, 'decoded strong tokens (SA/SO)')]['model']:.3f}" for k in ("Airline", "Retail"))

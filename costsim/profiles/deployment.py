@@ -42,6 +42,16 @@ class Deployment:
     def memory_bytes(self) -> float:
         return self.device.memory_bytes * self.n_devices
 
+    @property
+    def token_budget(self) -> int:
+        """The engine's token budget of one iteration on this device (``max_batched_tokens``)."""
+        return int(self.engine.setting("max_batched_tokens", self.device))
+
+    @property
+    def max_seqs(self) -> int:
+        """The most sequences the engine runs at once on this device (``max_seqs``)."""
+        return int(self.engine.setting("max_seqs", self.device))
+
     def describe(self) -> str:
         exp = f", {self.expert_precision} experts" if self.model.is_moe and self.expert_precision != self.weight_dtype else ""
         ep = ", expert-parallel" if self.expert_parallel else ""

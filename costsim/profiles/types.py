@@ -27,6 +27,8 @@ def check_dtype(dtype: str) -> str:
 
 #: GPU families an engine's achieved fractions are given for (``Device.family``).
 FAMILIES = ("ampere", "ada", "hopper", "blackwell")
+#: The engine fields its ``families`` tables may set per device family or device.
+PER_DEVICE = ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs")
 
 
 class ProfileError(ValueError):
@@ -121,7 +123,10 @@ class Engine:
     - ``bandwidth_fraction`` / ``flops_fraction``: achieved fractions of peak HBM bandwidth
       (decode) and of dense tensor peak (prefill); ``families`` overrides them per device family
       or per device (a profile name).
-    - ``max_batched_tokens``: the token budget of one iteration (chunked prefill).
+    - ``max_batched_tokens``: the token budget of one iteration (chunked prefill);
+      ``max_seqs``: the most sequences running at once (vLLM's ``max_num_seqs``). Both are
+      the engine's defaults, and ``families`` may set them per device (vLLM's depend on the
+      GPU's memory).
     - ``memory_utilization``: the share of each GPU's memory the engine takes (weights, reserve,
       KV pool); ``reserve_gb``: of it, per GPU, what activations, CUDA graphs and communication
       buffers keep from the KV pool (:mod:`costsim.memory`).
@@ -142,6 +147,7 @@ class Engine:
     alltoall_latency_us: dict = field(default_factory=dict, hash=False)
     families: dict = field(default_factory=dict, hash=False)
     max_batched_tokens: int = 8192
+    max_seqs: int = 256
     memory_utilization: float = 0.9
     reserve_gb: float = 4.0
     aliases: tuple[str, ...] = ()
@@ -150,10 +156,15 @@ class Engine:
     def fraction(self, kind: str, device: "Device") -> float:
         """``kind`` ('bandwidth_fraction' or 'flops_fraction') on ``device``: its own entry, else
         its family's, else the engine's."""
+        return float(self.setting(kind, device))
+
+    def setting(self, kind: str, device: "Device"):
+        """A field that ``families`` may set per device (:data:`PER_DEVICE`) on ``device``: its
+        own entry, else its family's, else the engine's."""
         for key in (device.name, device.family):
             if kind in self.families.get(key, {}):
-                return float(self.families[key][kind])
-        return float(getattr(self, kind))
+                return self.families[key][kind]
+        return getattr(self, kind)
 
     def collective_us(self, kind: str, gpus: int) -> float:
         """Latency (µs) of one all-reduce or all-to-all (``kind``) over ``gpus`` GPUs: the table's
@@ -289,7 +300,7 @@ class ModelSpec:
 _POSITIVE = {
     Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops", "memory_reported_mib"),
     ModelSpec: ("num_layers", "hidden_size", "num_attention_heads", "head_dim", "total_params_b", "active_params_b"),
-    Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens"),
+    Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs"),
 }
 
 
@@ -351,11 +362,13 @@ def build(cls, data: dict, origin: str):
             raise ProfileError(f"{origin}: price_date must be YYYY-MM-DD or YYYY-MM, got {obj.price_date!r}") from None
     if isinstance(obj, Engine):
         for fam, over in obj.families.items():
-            if not isinstance(over, dict) or not over or not set(over) <= {"bandwidth_fraction", "flops_fraction"}:
+            if not isinstance(over, dict) or not over or not set(over) <= set(PER_DEVICE):
                 raise ProfileError(f"{origin}: [families.{fam}] (a device family, {', '.join(FAMILIES)}, or a device "
-                                   "profile name) sets bandwidth_fraction and/or flops_fraction")
-            if not all(isinstance(x, (int, float)) and 0 < x <= 1 for x in over.values()):
-                raise ProfileError(f"{origin}: [families.{fam}] fractions must be in (0, 1]")
+                                   f"profile name) sets some of {', '.join(PER_DEVICE)}")
+            for k, x in over.items():
+                if not (0 < x <= 1 if k.endswith("_fraction") else isinstance(x, int) and not isinstance(x, bool) and x >= 1):
+                    raise ProfileError(f"{origin}: [families.{fam}] {k} must be "
+                                       + ("in (0, 1]" if k.endswith("_fraction") else "a whole number >= 1"))
         if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1 and 0 < obj.memory_utilization <= 1):
             raise ProfileError(f"{origin}: bandwidth_fraction, flops_fraction and memory_utilization must be in (0, 1]")
     return obj

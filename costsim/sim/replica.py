@@ -41,9 +41,11 @@ class Request:
     """One model call: prefill ``prefill_tokens`` after ``context`` cached tokens, then decode
     ``decode_tokens``. ``done`` fires when the last token is out (for a call that starts alone
     on an idle replica it is the timeout of its epoch: one event less; so what ``done`` carries
-    as its value is not the request — read the request itself). Cost fields accumulate."""
+    as its value is not the request — read the request itself). ``first_token`` is the end of
+    the iteration that finished its prefill (that iteration samples its first token), and
+    ``finished`` the end of its last; both in simulated seconds. Cost fields accumulate."""
 
-    __slots__ = ("prefill_left", "context", "decode_left", "done", "finished",
+    __slots__ = ("prefill_left", "context", "decode_left", "done", "finished", "first_token",
                  "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held",
                  "_solo", "_timeout")
 
@@ -51,7 +53,7 @@ class Request:
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
         self.prefill_left, self.context, self.decode_left = prefill_tokens, context, decode_tokens
         self.done = None  # set by Replica.submit
-        self.finished = None
+        self.finished = self.first_token = None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
         self._join = None  # (iteration, weight share, busy share) when it started decoding
         self.kv_held = 0.0  # bytes of the KV pool it holds once admitted
@@ -83,7 +85,12 @@ class Replica:
     deployment's roofline (e.g. calibrated from measurements). Totals over the run: ``busy_s``, ``hbm_bytes``, ``flops``,
     ``iterations``, ``mean_batch`` (time-weighted running decode batch), ``kv_peak_bytes`` (the
     most of the pool held at once) and ``kv_blocked_s`` (busy time during which a queued call
-    waited for KV room).
+    waited for KV room). ``iteration_log``: None, or a list the replica appends each stretch of
+    iterations it ran to, as ``(running, mixed_s, B, context_sum, m)``: ``running`` sequences
+    decoding through a first iteration of ``mixed_s`` seconds that also carried prefill chunks
+    (0 and 0.0 if there was none), then ``m`` decode iterations of ``B`` sequences whose
+    contexts summed to ``context_sum`` at the first (``Coefficients.decode_iteration_seconds``
+    gives their times): the token gaps a benchmark client sees.
     """
 
     def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int = 8192,
@@ -105,6 +112,7 @@ class Replica:
         self.kv_pool = _pool(deployment) if kv_pool_bytes is None else kv_pool_bytes
         self.kv_used = self.kv_peak_bytes = self.kv_blocked_s = 0.0
         self._kv_token, self._kv_seq = self.coef.kv_bytes_per_token, state_bytes(deployment)
+        self.iteration_log = None
 
     @property
     def mean_batch(self) -> float:
@@ -161,6 +169,8 @@ class Replica:
             self.kv_peak_bytes = used
         self.kv_used = used - need
         env._now = end
+        if self.iteration_log is not None:
+            self.iteration_log.append((0, pre[0], 1, context + prefill_tokens, max(decode_tokens, 0)))
         return self._account_solo(pre, run, decode_tokens)
 
     # --- planning -------------------------------------------------------------------------
@@ -294,6 +304,10 @@ class Replica:
         finished = []
         if ep.kv_blocked:
             self.kv_blocked_s += self.env.now - ep.start
+        if self.iteration_log is not None:
+            mixed = ep.mixed_cost is not None
+            self.iteration_log.append((len(self._running) if mixed else 0, ep.mixed_s if mixed else 0.0,
+                                       ep.B, ep.ctx_sum, ep.m))
         if ep.mixed_cost is not None:
             self._apply_mixed(ep, finished)
         if ep.m:
@@ -312,9 +326,12 @@ class Replica:
     def _end_solo(self, r):
         """The end of an uncontended call's epoch: the request had the replica to itself, so it
         is charged the whole of it (what the general rule gives, without the bookkeeping)."""
-        _, pre, run = r._solo
+        start, pre, run = r._solo
         m = r.decode_left if r.decode_left > 0 else 0
         r._solo = r._timeout = None
+        r.first_token = start + pre[0]
+        if self.iteration_log is not None:
+            self.iteration_log.append((0, pre[0], 1, r.context + r.prefill_left, m))
         secs, hbm, flops = self._account_solo(pre, run, m)
         r.busy_s += secs  # += : a long prompt's first chunks may have been charged
         r.hbm_bytes += hbm
@@ -372,6 +389,7 @@ class Replica:
             r.context = c0 + t
             r.prefill_left -= t
             if r.prefill_left <= 0:
+                r.first_token = ep.start + secs
                 self.queue.remove(r)
                 if r.decode_left > 0:
                     self._join(r)

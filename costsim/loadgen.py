@@ -1,0 +1,137 @@
+"""What a serving benchmark's client sends: each request's prompt and output lengths and the
+time it is sent, drawn as ``vllm bench serve`` draws them (its ``random`` and ``sharegpt``
+datasets, its Poisson or gamma arrivals, its concurrency cap).
+
+The draws are costsim's own (a numpy Generator seeded by ``seed``): the same distributions as
+vLLM's, not the same numbers. Every request is assumed to produce exactly its output length,
+as with ``--ignore-eos``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from .files import data_dir
+
+DATASETS = ("random", "sharegpt")
+
+
+#: ``vllm bench serve``'s defaults for the random dataset (``--random-input-len``,
+#: ``--random-output-len``), in tokens.
+RANDOM_DEFAULT_TOKENS = (1024, 128)
+#: The mean input and output tokens the ShareGPT lengths are scaled to by default: the mean of
+#: four published runs of vLLM's and SGLang's ShareGPT benchmarks (workloads/README.md).
+SHAREGPT_MEAN_TOKENS = (227.6, 203.3)
+
+
+@dataclass(frozen=True)
+class Load:
+    """One benchmark's load, in ``vllm bench serve``'s terms.
+
+    - ``num_prompts`` requests of the ``dataset``:
+
+      - 'random': ``input_len`` and ``output_len`` tokens (default 1,024 and 128, vLLM's), each
+        drawn uniformly from the whole numbers in ``[floor(len·(1 - r)), ceil(len·(1 + r))]``
+        for ``range_ratio`` r (an output at least 1), as vLLM draws them; a pair of ratios
+        is the input's and the output's (vLLM's ``{"input": a, "output": b}``);
+      - 'sharegpt': the shipped ShareGPT lengths (:func:`sharegpt_lengths`) scaled so their
+        means are ``input_len`` and ``output_len`` (default :data:`SHAREGPT_MEAN_TOKENS`: a
+        stated assumption, workloads/README.md); ``sharegpt_output_len``, if set, replaces
+        every output length, as vLLM's ``--sharegpt-output-len`` does;
+    - ``request_rate`` requests per second (``math.inf``: all sent at once), with gaps drawn
+      from a gamma distribution of shape ``burstiness`` (1: a Poisson process; below 1
+      burstier, above 1 more regular) and mean 1 / rate, then stretched so that the last is
+      sent at exactly ``num_prompts / rate`` seconds, as vLLM's client does;
+    - ``max_concurrency``: the most requests out at once (None: no cap). With an infinite
+      rate this is a closed loop: the client starts ``max_concurrency`` requests together
+      and sends the next as each one finishes.
+    """
+
+    num_prompts: int = 1000
+    dataset: str = "random"
+    input_len: float | None = None
+    output_len: float | None = None
+    range_ratio: float | tuple[float, float] = 0.0
+    sharegpt_output_len: int | None = None
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.num_prompts, bool) or not isinstance(self.num_prompts, int) or not 1 <= self.num_prompts <= 10**6:
+            raise ValueError(f"num_prompts must be a whole number from 1 to 1,000,000, got {self.num_prompts!r}")
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
+        for name, low in (("input_len", 0), ("output_len", 1)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= 10**7):
+                raise ValueError(f"{name} must be a number of tokens from {low} to 10^7, got {v!r}")
+        v = self.sharegpt_output_len
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 10**7):
+            raise ValueError(f"sharegpt_output_len must be a whole number of tokens from 1 to 10^7, got {v!r}")
+        if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0.0 <= r < 1.0 for r in self.ratios):
+            raise ValueError(f"range_ratio must be in [0, 1) (or an input and an output one), got {self.range_ratio!r}")
+        if not (self.request_rate > 0):  # inf allowed; nan refused
+            raise ValueError(f"request_rate must be > 0 requests/s (inf: all at once), got {self.request_rate!r}")
+        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
+            raise ValueError(f"burstiness must be a finite number > 0, got {self.burstiness!r}")
+        if self.max_concurrency is not None and (isinstance(self.max_concurrency, bool)
+                                                 or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1):
+            raise ValueError(f"max_concurrency must be a whole number >= 1, got {self.max_concurrency!r}")
+
+    @property
+    def ratios(self) -> tuple:
+        """The range ratios of the input and of the output lengths."""
+        r = self.range_ratio
+        return tuple(r) if isinstance(r, (tuple, list)) and len(r) == 2 else (r, r)
+
+    @property
+    def lengths(self) -> tuple[float, float]:
+        """The (input, output) token lengths asked for: the nominal ones of 'random', the means
+        of 'sharegpt'."""
+        default = RANDOM_DEFAULT_TOKENS if self.dataset == "random" else SHAREGPT_MEAN_TOKENS
+        return (default[0] if self.input_len is None else self.input_len,
+                default[1] if self.output_len is None else self.output_len)
+
+
+def draw(load: Load) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(input_lens, output_lens, send_s)`` of the load's requests: whole token counts (an
+    output at least 1) and send times in seconds from the benchmark's start (all 0 at an
+    infinite rate)."""
+    rng = np.random.default_rng(load.seed)
+    n = load.num_prompts
+    want_in, want_out = load.lengths
+    if load.dataset == "random":
+        r_in, r_out = load.ratios
+        ins = rng.integers(math.floor(want_in * (1 - r_in)), math.ceil(want_in * (1 + r_in)) + 1, size=n)
+        outs = rng.integers(max(math.floor(want_out * (1 - r_out)), 1), math.ceil(want_out * (1 + r_out)) + 1, size=n)
+    else:  # the table shuffled, as many times over as n needs, each column scaled to its mean
+        table = sharegpt_lengths()
+        order = np.concatenate([rng.permutation(len(table)) for _ in range(-(-n // len(table)))])[:n]
+        mean_in, mean_out = table.mean(axis=0)
+        ins = np.rint(table[order, 0] * (want_in / mean_in))
+        outs = np.rint(table[order, 1] * (want_out / mean_out))
+        if load.sharegpt_output_len is not None:
+            outs = np.full(n, load.sharegpt_output_len)
+    if math.isinf(load.request_rate):
+        send = np.zeros(n)
+    else:  # as vLLM's client: a gap before each, their sum stretched to end exactly at n / rate
+        send = np.cumsum(rng.gamma(load.burstiness, 1.0 / (load.request_rate * load.burstiness), size=n))
+        send *= n / load.request_rate / send[-1]
+    return ins.astype(np.int64), np.maximum(outs, 1).astype(np.int64), send
+
+
+@cache
+def sharegpt_lengths() -> np.ndarray:
+    """The shipped ShareGPT request lengths, an ``(n, 2)`` array of (prompt, output) tokens
+    (``workloads/sharegpt.csv``; its source and filter in ``workloads/README.md``)."""
+    text = (data_dir("workloads") / "sharegpt.csv").read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    return np.array([[int(a), int(b)] for a, b in rows[1:]], dtype=np.int64)
