@@ -60,9 +60,10 @@ def roofline(
             f"  request latency    {out['request_latency_s']:.2f} s",
             mem_line,
             f"  per iteration      {out['decode_batch']:.1f} sequences decoding; {out['prefill_iteration_fraction']:.0%} of iterations also carry a prefill chunk",
-            f"  assumptions: closed loop, means (not medians), no HTTP/tokeniser time; engine {eng.name} "
-            f"({eng.iteration_overhead_ms:g} ms/iteration, {eng.layer_latency_us:g} us/layer"
-            + (f", +{eng.moe_layer_latency_us:g} us/MoE layer" if m.is_moe else "") + ")",
+            f"  assumptions: closed loop in steady state (arrivals staggered: a benchmark's clients start together "
+            "and run in waves, which `costsim bench` simulates), means (not medians); engine "
+            f"{eng.name} ({eng.request_overhead_ms:g} ms a request, {eng.iteration_overhead_ms:g} ms/iteration, "
+            f"{eng.layer_latency_us:g} us/layer" + (f", +{eng.moe_layer_latency_us:g} us/MoE layer" if m.is_moe else "") + ")",
         ]))
         return
     B = out["balance_batch"]

@@ -384,6 +384,8 @@ def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
 
 
 def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
+    from .measured import latency_under_load
+
     local = [n for n in protocols if n not in ON_API]
     on_api = [n for n in protocols if n in ON_API]
     return [
@@ -405,6 +407,7 @@ def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
         "cells = ceil(task rate / cell rate), reported latency from one cell at its share, simulated as a probe "
         f"(arrivals spanning >= {srch.steady_spans:g} of its p95); 'meets target' allows the search's "
         f"{srch.rel_tol:.0%} resolution over the target",
+        latency_under_load(),
         "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
         "at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
         "memory: each replica admits a call only when its KV (context + prompt + output) and state fit the free "

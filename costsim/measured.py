@@ -430,6 +430,19 @@ def summary(rows: list[dict], by: str = "group") -> list[dict]:
     return out
 
 
+@lru_cache(maxsize=1)
+def latency_under_load() -> str:
+    """How far the simulator's latency under load is from measurement, in one sentence: the
+    hold-out runs of the shipped set measured under load (what ``capacity`` and ``plan`` size
+    fleets with, said in their assumptions)."""
+    cases = [c for c in load_cases() if c.scenario in UNDER_LOAD and c.split == "holdout"]
+    summ = {s["metric_group"]: s for s in summary(evaluate(cases), "metric_group") if s["split"] == "holdout"}
+    words = {"ttft": "TTFT", "tpot-itl": "TPOT/ITL", "e2e": "end-to-end latency", "p99": "99th percentiles"}
+    return (f"latency under load: the replica simulated against {len({run_of(c) for c in cases})} serving runs measured under "
+            "load and held out of the engines' fit (benchmarks/measured, `costsim roofline validate`): median |error| "
+            + ", ".join(f"{summ[g]['median_abs_error']:.0%} for {w}" for g, w in words.items() if g in summ))
+
+
 def harness_pairs(rows: list[dict]) -> list[dict]:
     """Weak/strong pairs: cases of one harness at the same metric, concurrency and lengths on
     the same device type, each smaller model against the largest. The measured and predicted

@@ -67,7 +67,7 @@ def _validation() -> tuple:
     rows = measured.evaluate(measured.load_cases())
     ideal_rows = measured.evaluate(measured.load_cases(), {c.engine: _engine("ideal")
                                                             for c in measured.load_cases()})
-    return rows, measured.summary(rows), measured.harness_pairs(rows), measured.summary(ideal_rows)
+    return rows, measured.summary(rows), measured.harness_pairs(rows), measured.summary(ideal_rows), ideal_rows
 
 
 def _engine(name):
@@ -84,7 +84,7 @@ def _pct(x: float) -> str:
 
 
 def readme_validation() -> str:
-    rows, summ, pairs, _ = _validation()
+    rows, summ, pairs, _, _ = _validation()
     hold = {s["group"]: s for s in summ if s["split"] == "holdout"}
     within = sum(abs(p["error"]) <= 0.2 for p in pairs)
     return (f"`costsim roofline validate` holds it against {len(rows)} public measured serving figures\n"
@@ -281,7 +281,7 @@ def protocols_agentcollab() -> str:
 
 
 def cost_model_validation() -> str:
-    _, summ, pairs, ideal = _validation()
+    _, summ, pairs, ideal, _ = _validation()
     ideal = {(s["split"], s["group"]): s for s in ideal}
     lines = ["| split | group | cases | a pure roofline of datasheet peaks (`--engine ideal`) | now |", "|---|---|---|---|---|"]
     for s in summ:
@@ -292,6 +292,40 @@ def cost_model_validation() -> str:
     errs = sorted(abs(p["error"]) for p in pairs)
     lines += ["", f"Weak/strong step-time ratios measured in one harness: {sum(e <= 0.2 for e in errs)} of {len(errs)} "
               f"within 20%, median |error| {_pct(errs[len(errs) // 2])}."]
+    return "\n".join(lines) + "\n"
+
+
+#: The per-metric groups in words.
+METRIC_WORDS = {"ttft": "TTFT (means and medians)", "tpot-itl": "TPOT and ITL", "e2e": "end-to-end latency",
+                "throughput": "throughput", "p99": "99th percentiles"}
+
+
+def readme_bench() -> str:
+    from . import measured
+
+    rows = _validation()[0]
+    loaded = [r for r in rows if r["scenario"] in measured.UNDER_LOAD]
+    hold = {s["metric_group"]: s for s in measured.summary(loaded, "metric_group") if s["split"] == "holdout"}
+    return (f"Against the {len(loaded)} figures of the validation set measured under load (closed loops and open loops, "
+            f"{len({(r['model'], r['device'], r['gpus'], r['engine']) for r in loaded})} deployments), each run simulated as "
+            "`costsim bench` runs it, the hold-out median |error| is "
+            + ", ".join(f"{_pct(hold[g]['median_abs_error'])} for {METRIC_WORDS[g]}" for g in measured.METRIC_GROUPS
+                        if g in hold) + ".\n")
+
+
+def cost_model_metrics() -> str:
+    from . import measured
+
+    rows, _, _, _, ideal_rows = _validation()
+    now = measured.summary(rows, "metric_group")
+    ideal = {(s["split"], s["metric_group"]): s for s in measured.summary(ideal_rows, "metric_group")}
+    lines = ["| split | measures | cases | a pure roofline of datasheet peaks (`--engine ideal`) | now |",
+             "|---|---|---|---|---|"]
+    for s in now:
+        i = ideal[(s["split"], s["metric_group"])]
+        lines.append(f"| {'hold-out' if s['split'] == 'holdout' else 'fit'} | {METRIC_WORDS[s['metric_group']]} | {s['cases']} "
+                     f"| {_pct(i['median_abs_error'])}, x{i['worst_factor']:.3g} | {_pct(s['median_abs_error'])}, "
+                     f"x{s['worst_factor']:.3g} |")
     return "\n".join(lines) + "\n"
 
 
@@ -325,6 +359,8 @@ BLOCKS = {
     "protocols-speculative-actions": protocols_speculative_actions,
     "protocols-speculate-always": protocols_speculate_always,
     "cost-model-validation": cost_model_validation,
+    "cost-model-metrics": cost_model_metrics,
+    "readme-bench": readme_bench,
     "cost-model-twin": cost_model_twin,
 }
 

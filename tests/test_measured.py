@@ -72,14 +72,17 @@ def test_errors_against_measurement(cases):
     # The memory model agrees that nearly every measured run could hold its batch.
     assert sum(not r["fits_memory"] for r in rows) <= 0.1 * len(rows)
     # What the model reaches (docs/cost-model.md, "How far from measurement"), kept from getting
-    # worse: the hold-out dense groups within 20% at the median, every other hold-out group
-    # within 40% but the 8-GPU MoE one, 46% since its SGLang cases are costed at the lengths their
-    # runs drew (610 / 4,194 prompt tokens, not the nominal 1,000 / 8,000), within 50%.
-    for g in ("dense-1gpu", "dense-tp"):
-        assert summ[("holdout", g)]["median_abs_error"] <= 0.20
+    # worse: every hold-out group within 20% at the median (11%, 17%, 9%, 7% now).
     for (split, g), s in summ.items():
         if split == "holdout":
-            assert s["median_abs_error"] <= (0.50 if g == "moe-multi" else 0.40), (g, s)
+            assert s["median_abs_error"] <= 0.20, (g, s)
+    # Per what is measured: TPOT/ITL, end-to-end latency, throughput and the 99th percentiles
+    # within 25% on the hold-out (17%, 13%, 10%, 5% now); TTFT within 45% (39% now: the target of
+    # 25% is not reached; docs/cost-model.md says which cases and why).
+    by_metric = {s["metric_group"]: s for s in v.summary(rows, "metric_group") if s["split"] == "holdout"}
+    for g in ("tpot-itl", "e2e", "throughput", "p99"):
+        assert by_metric[g]["median_abs_error"] <= 0.25, (g, by_metric[g])
+    assert by_metric["ttft"]["median_abs_error"] <= 0.45
     # The priors alone (no fit) are far worse: the fit is what closes the gap.
     ideal = load_engine("ideal")
     rows0 = v.evaluate(cases, {c.engine: ideal for c in cases})

@@ -229,6 +229,8 @@ def point(s: Screened) -> dict:
 def to_json(res: dict) -> dict:
     """A plan (:func:`recommend`'s result, with ``seconds``, ``tasks``, ``engine`` and ``api``
     added by :func:`costsim.api.plan`) as plan's ``--json`` prints it."""
+    from ..measured import latency_under_load  # the simulator's error under load (it imports SimPy)
+
     rec = res["recommended"]
     return {"task_rate_per_s": res["task_rate_per_s"], "latency_p95_target_s": res["latency_p95_target_s"],
             "configurations": res["configurations"], "feasible": res["feasible"], "seconds": res["seconds"],
@@ -237,4 +239,4 @@ def to_json(res: dict) -> dict:
             "recommended": None if rec is None else {"screen": point(rec[0]), "simulated": rec[1]},
             "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
             "prices": res["prices"], "api": res.get("api"), "resumed": res.get("resumed"), "engine": res["engine"],
-            "assumptions": ASSUMPTIONS}
+            "assumptions": [*ASSUMPTIONS, latency_under_load()]}
