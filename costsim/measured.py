@@ -242,7 +242,6 @@ def _results(path: Path, text: str) -> list:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        data = None
         lines = [ln for ln in text.splitlines() if ln.strip()]
         try:  # --append-result: one object a line
             data = [json.loads(ln) for ln in lines]
@@ -251,7 +250,10 @@ def _results(path: Path, text: str) -> list:
     return data if isinstance(data, list) else [data]
 
 
-def _parse_cell(v: str):
+def _parse_cell(v):
+    """A CSV cell as a number where it is one ("inf" included), else as it is."""
+    if not isinstance(v, str):
+        return v
     try:
         return float(v) if v.strip().lower() not in ("inf", "infinity") else math.inf
     except ValueError:
