@@ -18,6 +18,10 @@ from costsim.config import DEPLOYMENTS as D, OPTIONS, edge_cloud_setting
 ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
 WEAK_ENGINE = typer.Option(None, "--weak-engine", help="The weak model's engine, if not --engine's.")
 EXPERT_PARALLEL = typer.Option(False, "--expert-parallel", help="Strong MoE experts placed whole on the GPUs (all-to-all) instead of tensor-sharded.")
+GPU_MEMORY_UTILIZATION = typer.Option(None, "--gpu-memory-utilization", "--mem-fraction-static", min=0.0, max=1.0,
+                                      help="Share of each GPU's memory the engine takes (vLLM's --gpu-memory-utilization, "
+                                           "SGLang's --mem-fraction-static) [the engine's default: vLLM 0.9, SGLang's rule by "
+                                           "GPU memory and TP; `costsim hardware show ENGINE`].")
 
 
 def with_options(options: dict):
@@ -84,10 +88,11 @@ SCENARIO_OPTIONS = {
     "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of every random stream.")),
     "strong": (_S, typer.Option(None, "--strong", help=f"Strong model: profile name, TOML or HF config.json [{D.strong}].")),
     "weak": (_S, typer.Option(None, "--weak", help=f"Weak model: profile name, TOML or HF config.json [{D.weak}].")),
-    "strong_device": (_S, typer.Option(None, "--strong-device", help=f"Device of a strong replica [{D.device}].")),
-    "weak_device": (_S, typer.Option(None, "--weak-device", help=f"Device of a weak replica [{D.device}].")),
+    "strong_device": (_S, typer.Option(None, "--strong-device", help=f"Device of a strong replica: a profile name (costsim hardware list) or a TOML file of your own (README, 'Your own hardware') [{D.device}].")),
+    "weak_device": (_S, typer.Option(None, "--weak-device", help=f"Device of a weak replica: a profile name or a TOML file [{D.device}].")),
     "strong_gpus": (_I, typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")),
     "engine": (_S, ENGINE), "weak_engine": (_S, WEAK_ENGINE), "expert_parallel": (bool, EXPERT_PARALLEL),
+    "gpu_memory_utilization": (_F, GPU_MEMORY_UTILIZATION),
     "strong_replicas": (int, typer.Option(1, "--strong-replicas", help="Strong replicas.")),
     "weak_replicas": (int, typer.Option(1, "--weak-replicas", help="Weak replicas.")),
     "rho": (_F, protocol_flag("rho", "--rho", default=None, shown="1, times --strong-step-scale")),

@@ -9,16 +9,17 @@ from typing import List, Optional
 
 import typer
 
-from ._common import ENGINE, EXPERT_PARALLEL, UserError, atomic_write, check_output, dumps, user_errors
+from ._common import ENGINE, EXPERT_PARALLEL, GPU_MEMORY_UTILIZATION, UserError, atomic_write, check_output, dumps, user_errors
 
 
 def bench(
     model: str = typer.Option(..., "--model", help="Model profile name, TOML or HF config.json."),
-    device: str = typer.Option(..., "--device", help="Device profile name or TOML."),
+    device: str = typer.Option(..., "--device", help="Device profile name or a TOML file of your own (README, 'Your own hardware')."),
     gpus: Optional[int] = typer.Option(None, help="Devices (tensor parallel) [as many as hold the weights]."),
     dtype: Optional[str] = typer.Option(None, help="Weight precision [the checkpoint's own]."),
     engine: Optional[str] = ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL,
+    gpu_memory_utilization: Optional[float] = GPU_MEMORY_UTILIZATION,
     dataset_name: str = typer.Option("random", "--dataset-name", help="random or sharegpt (the shipped ShareGPT lengths, workloads/README.md)."),
     num_prompts: int = typer.Option(1000, "--num-prompts", help="Requests to send."),
     input_len: Optional[float] = typer.Option(None, "--random-input-len", "--input-len",
@@ -60,6 +61,7 @@ def bench(
         target = check_output(Path(result_dir or ".") / name, inputs=(calibration,) if calibration else ())
     with user_errors(ValueError):
         res = api.bench(model, device, gpus=gpus, dtype=dtype, engine=engine, expert_parallel=expert_parallel,
+                        gpu_memory_utilization=gpu_memory_utilization,
                         dataset=dataset_name, num_prompts=num_prompts, input_len=input_len, output_len=output_len,
                         range_ratio=ratio, sharegpt_output_len=sharegpt_output_len, request_rate=request_rate,
                         burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,

@@ -11,7 +11,7 @@ from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
 from ._common import SCENARIO_OPTIONS, dumps, protocol_flag, with_options, user_errors
 
 _SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
-           "expert_parallel", "strong_step_scale", "weak_step_scale", "json_out")
+           "expert_parallel", "gpu_memory_utilization", "strong_step_scale", "weak_step_scale", "json_out")
 
 
 def _origin(src: str, key: str) -> str:

@@ -8,7 +8,7 @@ import typer
 
 from costsim.config import DEPLOYMENTS
 
-from ._common import dumps, user_errors
+from ._common import GPU_MEMORY_UTILIZATION, dumps, user_errors
 
 hardware_app = typer.Typer(help="Device, engine and API profiles (hardware/*.toml, engines/, api/).", no_args_is_help=True)
 models_app = typer.Typer(help="Model architecture profiles (models/*.toml).", no_args_is_help=True)
@@ -57,6 +57,7 @@ def hardware_show(
     gpus: Optional[int] = typer.Option(None, help="With --model: devices (tensor parallel) [as many as hold it]."),
     dtype: Optional[str] = typer.Option(None, help="With --model: weight precision [the model's default]."),
     engine: Optional[str] = typer.Option(None, help=f"With --model: serving engine [{DEPLOYMENTS.engine}]."),
+    gpu_memory_utilization: Optional[float] = GPU_MEMORY_UTILIZATION,
     context: float = typer.Option(4096, help="With --model: tokens of context per sequence."),
 ):
     """Show one device, engine or API profile with the source of every figure; with --model,
@@ -65,7 +66,8 @@ def hardware_show(
 
     if model:
         with user_errors(ValueError):
-            _capacity(api.kv_capacity(name, model, gpus=gpus, dtype=dtype, engine=engine, context=context), json_out)
+            _capacity(api.kv_capacity(name, model, gpus=gpus, dtype=dtype, engine=engine, context=context,
+                                      gpu_memory_utilization=gpu_memory_utilization), json_out)
         return
     _show(api.hardware_show(name), json_out)
 
@@ -78,8 +80,8 @@ def _capacity(res, json_out):
     m, dev, eng = dep.model, dep.device, dep.engine
     typer.echo("\n".join([
         f"{m.display_name} on {dep.n_devices}x {dev.display_name}, {out['dtype']} weights, {eng.display_name}",
-        f"  memory        {out['memory_bytes'] / 1e9:.0f} GB; the engine takes {eng.memory_utilization:g} of it, "
-        f"keeps {eng.reserve_gb:g} GB a GPU for activations and graphs",
+        f"  memory        {out['memory_bytes'] / 1e9:.0f} GB; the engine takes {out['memory_utilization']:.3g} of it, "
+        f"keeps {out['reserve_bytes'] / dep.n_devices / 1e9:.3g} GB a GPU for activations and graphs",
         f"  weights       {out['weight_bytes'] / 1e9:.1f} GB",
         f"  KV pool       {out['kv_pool_bytes'] / 1e9:.1f} GB = {out['kv_capacity_tokens']:,.0f} tokens "
         f"at {out['kv_bytes_per_token'] / 1e3:.1f} kB a token"

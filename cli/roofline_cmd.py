@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ._common import ENGINE, EXPERT_PARALLEL, UserError, dumps, user_errors
+from ._common import ENGINE, EXPERT_PARALLEL, GPU_MEMORY_UTILIZATION, UserError, dumps, user_errors
 
 roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
                            invoke_without_command=True)
@@ -16,11 +16,12 @@ roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving p
 def roofline(
     ctx: typer.Context,
     model: Optional[str] = typer.Option(None, help="Model profile name, TOML or HF config.json."),
-    device: Optional[str] = typer.Option(None, help="Device profile name or TOML."),
+    device: Optional[str] = typer.Option(None, help="Device profile name or a TOML file of your own (README, 'Your own hardware')."),
     gpus: Optional[int] = typer.Option(None, help="Devices (tensor parallel) [as many as hold the weights]."),
     dtype: Optional[str] = typer.Option(None, help="Weight precision [the checkpoint's own, as the model profile or config.json says; predict's default strong deployment is fp8]."),
     engine: Optional[str] = ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL,
+    gpu_memory_utilization: Optional[float] = GPU_MEMORY_UTILIZATION,
     batch: int = typer.Option(1, help="Decode batch (sequences)."),
     context: float = typer.Option(4096, help="Context length per sequence, tokens."),
     prefill_tokens: Optional[float] = typer.Option(None, "--prefill", help="Also cost a prefill of this many new tokens."),
@@ -39,6 +40,7 @@ def roofline(
 
     with user_errors(ValueError):
         res = api.roofline(model, device, gpus=gpus, dtype=dtype, engine=engine, expert_parallel=expert_parallel,
+                           gpu_memory_utilization=gpu_memory_utilization,
                            batch=batch, context=context, prefill=prefill_tokens, concurrency=concurrency,
                            input_len=input_len, output_len=output_len)
     if json_out:
@@ -48,7 +50,7 @@ def roofline(
     m, d, eng, n = dep.model, dep.device, dep.engine, dep.n_devices
     title = f"{dep.describe()}"
     mem_line = (f"  memory             {dep.weight_bytes / 1e9:.1f} GB of weights; KV pool {out['kv_pool_bytes'] / 1e9:.1f} GB "
-                f"({eng.memory_utilization:g} of {n}x {d.memory_bytes / 1e9:.1f} GB, {eng.reserve_gb:g} GB a GPU reserved) = "
+                f"({out['memory_utilization']:.3g} of {n}x {d.memory_bytes / 1e9:.1f} GB, {out['reserve_bytes'] / n / 1e9:.3g} GB a GPU reserved) = "
                 f"{out['kv_capacity_tokens']:,.0f} tokens, {res.sequences_text()}")
     if concurrency is not None:
         typer.echo("\n".join([
@@ -63,7 +65,7 @@ def roofline(
             f"  assumptions: closed loop in steady state (arrivals staggered: a benchmark's clients start together "
             "and run in waves, which `costsim bench` simulates), means (not medians); engine "
             f"{eng.name} ({eng.request_overhead_ms:g} ms a request, {eng.iteration_overhead_ms:g} ms/iteration, "
-            f"{eng.layer_latency_us:g} us/layer" + (f", +{eng.moe_layer_latency_us:g} us/MoE layer" if m.is_moe else "") + ")",
+            f"{eng.layer_latency_us:g} us/layer" + (f", +{out['moe_layer_latency_us']:g} us/MoE layer" if m.is_moe else "") + ")",
         ]))
         return
     B = out["balance_batch"]
@@ -78,10 +80,11 @@ def roofline(
         f" at this context; peak FLOPs/bandwidth {out['balance_batch_paper']:.1f}"
         + (f"; beyond the {out['kv_capacity_sequences']} sequences that fit" if out["kv_capacity_sequences"] is not None and B > out["kv_capacity_sequences"] else ""),
         mem_line,
-        f"  assumptions: engine {eng.name}: bandwidth {eng.fraction('bandwidth_fraction', d):g} and FLOPs "
-        f"{eng.fraction('flops_fraction', d):g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "
-        f"{eng.layer_latency_us:g} us per layer" + (f" + {eng.moe_layer_latency_us:g} us per MoE layer" if m.is_moe else "")
-        + "; uniform expert routing",
+        f"  assumptions: engine {eng.name}: bandwidth {out['bandwidth_fraction']:g} and FLOPs "
+        f"{out['flops_fraction']:g} of peak, {eng.iteration_overhead_ms:g} ms per iteration, "
+        f"{eng.layer_latency_us:g} us per layer" + (f" + {out['moe_layer_latency_us']:g} us per MoE layer" if m.is_moe else "")
+        + ("; uniform expert routing" if m.is_moe else "") + "; no speculative decoding (MTP, EAGLE)"
+        + ("; no data-parallel attention" if m.is_mla else ""),
     ]
     if prefill_tokens:
         lines.append(f"  prefill of {prefill_tokens:g} tokens   {out['prefill_s'] * 1e3:.1f} ms, {out['prefill_regime']}")

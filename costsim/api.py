@@ -176,7 +176,8 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
             write_rate=None, batch=None, strong_dtype=None, weak_dtype=None, step_tokens=None, obs_tokens=None,
             context_tokens=None, verdict_tokens=None, calibration=None, strong=None, weak=None, strong_device=None,
             weak_device=None, strong_gpus=None, engine=None, weak_engine=None, expert_parallel: bool = False,
-            strong_step_scale=None, weak_step_scale=None, correction_rate=None, correction_rho=None) -> PredictResult:
+            strong_step_scale=None, weak_step_scale=None, correction_rate=None, correction_rho=None,
+            gpu_memory_utilization=None) -> PredictResult:
     """The closed-form SpecAgent cost per committed step, relative to Strong-only (``K``:
     SpecAgent's default chunk size where not given). See :func:`costsim.prediction.predict`."""
     from .config import SpecAgentOptions
@@ -188,13 +189,15 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
                              verdict_tokens=verdict_tokens, strong_dtype=strong_dtype, weak_dtype=weak_dtype,
                              strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
                              strong_gpus=strong_gpus, engine=engine, weak_engine=weak_engine,
+                             gpu_memory_utilization=gpu_memory_utilization,
                              expert_parallel=expert_parallel, strong_step_scale=strong_step_scale,
                              weak_step_scale=weak_step_scale, correction_rate=correction_rate,
                              correction_rho=correction_rho))
 
 
 def deployments(*, strong=None, weak=None, strong_device=None, weak_device=None, strong_gpus=None, strong_dtype=None,
-                weak_dtype=None, engine=None, weak_engine=None, expert_parallel: bool = False) -> Result:
+                weak_dtype=None, engine=None, weak_engine=None, expert_parallel: bool = False,
+                gpu_memory_utilization=None) -> Result:
     """The strong and weak deployments (``["strong"]``, ``["weak"]``: a model on devices under an
     engine, :class:`costsim.profiles.Deployment`) that simulate, replay and capacity run on for
     these options: each on as many devices as hold its weights (the strong one on
@@ -203,7 +206,8 @@ def deployments(*, strong=None, weak=None, strong_device=None, weak_device=None,
 
     s, w = sized(strong=strong, weak=weak, strong_device=strong_device, weak_device=weak_device,
                  strong_dtype=strong_dtype, weak_dtype=weak_dtype, strong_gpus=strong_gpus, engine=engine,
-                 weak_engine=weak_engine, expert_parallel=expert_parallel)
+                 weak_engine=weak_engine, expert_parallel=expert_parallel,
+                 gpu_memory_utilization=gpu_memory_utilization)
     return DeploymentsResult({"strong": s, "weak": w})
 
 
@@ -220,7 +224,7 @@ class DeploymentsResult(Result):
 #: flags name them; None or absent: the scenario's default (:class:`costsim.scenario.Scenario`).
 SCENARIO_OPTIONS = ("p_accept", "K", "p_dist", "protocols", "sessions", "arrival_rate", "seed", "strong", "weak",
                     "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine", "expert_parallel",
-                    "strong_replicas", "weak_replicas", "rho", "strong_step_scale", "weak_step_scale",
+                    "gpu_memory_utilization", "strong_replicas", "weak_replicas", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "network_rtt", "calibration", "false_accept", "false_reject",
                     "escalate_p", "escalation_span", "spec_hit", "self_spec_hit", "api", "api_ttft", "api_tps",
                     "edge_device", "option")
@@ -365,7 +369,7 @@ def _tasks(trace, tasks: int, seed, warnings: Warnings) -> list:
 
 #: The scenario options capacity takes (the rest of simulate's are its own to set).
 CAPACITY_OPTIONS = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine",
-                    "weak_engine", "expert_parallel", "p_dist", "rho", "strong_step_scale", "weak_step_scale",
+                    "weak_engine", "expert_parallel", "gpu_memory_utilization", "p_dist", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "api", "edge_device", "api_ttft", "api_tps", "seed",
                     "calibration")
 
@@ -431,8 +435,8 @@ def _names(text, flag: str) -> tuple[str, ...]:
 
 #: The scenario options plan takes (no --p-dist: the screen's expected calls are at one
 #: per-step acceptance rate).
-PLAN_OPTIONS = ("p_accept", "strong", "weak", "engine", "verdict_tokens", "tool_latency", "seed", "api", "api_ttft",
-                "api_tps")
+PLAN_OPTIONS = ("p_accept", "strong", "weak", "engine", "gpu_memory_utilization", "verdict_tokens", "tool_latency", "seed",
+                "api", "api_ttft", "api_tps")
 
 
 class PlanResult(Result):
@@ -508,7 +512,7 @@ def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_g
     configs = P.configurations(base.strong.model, base.weak.model, dev, names, ks, options.get("engine"),
                                strong_dtype, base.weak.weight_dtype, max_gpus, wdev, base.api,
                                _names(edge_devices if edge_devices is not None else EDGE_CLOUD.edge_device,
-                                      "--edge-devices"))
+                                      "--edge-devices"), options.get("gpu_memory_utilization"))
     if not configs:
         raise ValueError(f"no configuration to search: none of --devices runs {strong_dtype} weights and holds the "
                          "strong model" + (f" on at most {max_gpus} GPUs" if max_gpus else " on one node (8 GPUs)"))
@@ -558,7 +562,7 @@ def _finite(name: str, v, lo: float = 0.0) -> None:
 
 def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert_parallel: bool = False,
              batch: int = 1, context: float = 4096, prefill=None, concurrency=None, input_len: float = 1024,
-             output_len: float = 128) -> RooflineResult:
+             output_len: float = 128, gpu_memory_utilization=None) -> RooflineResult:
     """Seconds, HBM bytes and FLOPs of one decode iteration of ``model`` on ``device`` (and of a
     prefill of ``prefill`` tokens), or with ``concurrency`` what a serving benchmark reports in
     steady state (TTFT, TPOT, throughput)."""
@@ -575,14 +579,17 @@ def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, exp
     _finite("concurrency", concurrency, 1)
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
-    dep = deployment(model, device, gpus, dtype, engine, expert_parallel)
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization)
     ctx_held = input_len + output_len if concurrency is not None else context + (prefill or 0)
     memory.require_fits(dep, concurrency if concurrency is not None else batch, ctx_held)
     coef = rl.coefficients(dep)
     head = {"model": dep.model.name, "device": dep.device.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,
             "expert_dtype": dep.expert_precision, "engine": dep.engine.name, "expert_parallel": expert_parallel,
-            "fixed_latency_s_per_iteration": coef.fixed_s,
+            "fixed_latency_s_per_iteration": coef.fixed_s, "moe_layer_latency_us": rl.moe_layer_us(dep) if dep.model.is_moe else 0.0,
+            "bandwidth_fraction": rl.bandwidth_fraction(dep), "flops_fraction": dep.engine.fraction("flops_fraction", dep.device),
             "weight_bytes": dep.weight_bytes, "kv_pool_bytes": memory.kv_pool_bytes(dep),
+            "reserve_bytes": dep.n_devices * memory.reserve_bytes(dep.device, dep.engine),
+            "memory_utilization": memory.share_taken(dep),
             "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
             "kv_capacity_sequences": memory.sequences_held(dep, ctx_held),  # none: unbounded
             "kv_capacity_context": ctx_held}
@@ -632,7 +639,7 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
           sharegpt_output_len=None, request_rate: float = math.inf, burstiness: float = 1.0, max_concurrency=None,
           seed: int = 0, percentile_metrics: str = "ttft,tpot,itl,e2el", metric_percentiles: str = "99",
           max_num_seqs=None, max_num_batched_tokens=None, calibration=None, role: str = "strong", label=None,
-          metadata=()) -> BenchRunResult:
+          metadata=(), gpu_memory_utilization=None) -> BenchRunResult:
     """`vllm bench serve` against ``model`` on ``gpus`` of ``device`` under ``engine``, simulated
     by costsim (:mod:`costsim.bench`): the same load options, the same result keys. The server's
     limits default to the engine's on that device; ``calibration`` (a `costsim calibrate` file)
@@ -670,7 +677,7 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
                             burstiness=burstiness, max_concurrency=max_concurrency, seed=seed)
     except ValueError as e:
         raise ValueError(f"--{str(e).replace('_', '-')}") from None
-    dep = deployment(model, device, gpus, dtype, engine, expert_parallel)
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization)
     coef, source = None, "the roofline of the deployment and the engine's fitted parameters"
     if calibration:
         fits = {w: (pre, dec, over) for w, pre, dec, over in endpoint_fits(load_calibration(calibration))}
@@ -852,7 +859,8 @@ class MemoryResult(Result):
         self.deployment, self.sequences_text = deployment, sequences_text
 
 
-def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, context: float = 4096) -> MemoryResult:
+def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, context: float = 4096,
+                gpu_memory_utilization=None) -> MemoryResult:
     """What ``model`` leaves of ``device``'s memory (on ``gpus``, as many as hold it where not
     given) for its KV cache, in tokens and in sequences of ``context`` tokens;
     ``deployment``: what was sized."""
@@ -863,12 +871,12 @@ def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, 
         raise ValueError(f"--context must be a finite number >= 0, got {context}")
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
-    dep = deployment(model, device, gpus, dtype, engine)
+    dep = deployment(model, device, gpus, dtype, engine, gpu_memory_utilization=gpu_memory_utilization)
     memory.require_fits(dep)
     eng, m = dep.engine, dep.model
     return MemoryResult({"device": dep.device.name, "model": m.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,
                   "engine": eng.name, "memory_bytes": dep.memory_bytes, "weight_bytes": dep.weight_bytes,
-                  "reserve_bytes": dep.n_devices * eng.reserve_gb * 1e9, "memory_utilization": eng.memory_utilization,
+                  "reserve_bytes": dep.n_devices * memory.reserve_bytes(dep.device, eng), "memory_utilization": memory.share_taken(dep),
                   "kv_pool_bytes": memory.kv_pool_bytes(dep),
                   "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
                   "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),

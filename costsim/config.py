@@ -311,7 +311,7 @@ def check_option(name: str, value) -> None:
 
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
-               "engine", "weak_engine", "expert_parallel")
+               "engine", "weak_engine", "expert_parallel", "gpu_memory_utilization")
 LATENCY_KEYS = ("tool_latency", "user_latency")
 
 #: The scenario options as the commands name them (``--p-accept`` is ``p_accept``), where the

@@ -57,6 +57,9 @@ FIT_PARAMETERS = {
     "iteration_overhead_ms": (1.0, 0.0, 20.0),
     "layer_latency_us": (20.0, 0.0, 300.0),
     "moe_layer_latency_us": (40.0, 0.0, 600.0),
+    "moe_tp_layer_latency_us": (40.0, 0.0, 600.0),
+    "moe_ep_layer_latency_us": (40.0, 0.0, 600.0),
+    "int4_bandwidth_fraction": (0.6, 0.1, 1.0),
     "request_overhead_ms": (5.0, 0.0, 100.0),
     "bandwidth_fraction": (0.8, 0.3, 1.0),
     "flops_fraction": (0.6, 0.1, 1.0),
@@ -470,25 +473,68 @@ def harness_pairs(rows: list[dict]) -> list[dict]:
     return out
 
 
-#: The parameters one fit shares across engines (kernel latencies and GEMM efficiency: the
-#: engines run alike CUDA-graph decode steps and the same families of fused kernels) and those
-#: each engine has of its own (its scheduler, its memory-bound kernels, and its HTTP front end
-#: and tokeniser: the time to first token of one short prompt is 60 ms on vLLM, 27 on SGLang on
-#: the same H100 in GPUStack's runs).
-SHARED = ("layer_latency_us", "moe_layer_latency_us", "flops_fraction", "bandwidth_fraction@h20")
-#: A name "kind@device" is that device's own value of ``kind`` (the engine's ``families`` entry):
-#: the H20's, whose measured decode is far slower than its 4.0 TB/s datasheet figure.
-PER_ENGINE = ("iteration_overhead_ms", "bandwidth_fraction", "request_overhead_ms")
+#: The parameters one fit shares across engines (a dense layer's kernel latency and GEMM
+#: efficiency: the engines run alike CUDA-graph decode steps and the same families of fused
+#: kernels) and those each engine has of its own: its scheduler, its memory-bound kernels, its
+#: HTTP front end and tokeniser (the time to first token of one short prompt is 60 ms on vLLM,
+#: 27 on SGLang on the same H100 in GPUStack's runs), and its MoE kernels, which differ by how
+#: the experts are laid out (whole on one GPU, tensor-sharded, expert-parallel).
+SHARED = ("layer_latency_us", "flops_fraction", "bandwidth_fraction@h20", "bandwidth_fraction@ada")
+#: A name "kind@device" is that device's or device family's own value of ``kind`` (the engines'
+#: ``families`` entry), where measurements on it show the datacenter fit does not carry over:
+#: the H20, whose measured decode is far slower than its 4.0 TB/s datasheet figure, and the Ada
+#: cards (RTX 4090, L40S), whose GDDR decode reaches more of theirs.
+PER_ENGINE = ("iteration_overhead_ms", "bandwidth_fraction", "request_overhead_ms", "moe_layer_latency_us",
+              "moe_tp_layer_latency_us", "moe_ep_layer_latency_us", "int4_bandwidth_fraction")
+def _device_has_own(kind: str, c: Case) -> bool:
+    d = load_device(c.device)
+    return any(f"{kind}@{key}" in SHARED for key in (d.name, d.family))
+
+
+#: The fit cases a per-engine parameter acts on, where not all: its bandwidth fraction off the
+#: devices that have their own, its MoE latency by how the experts are laid out, its 4-bit
+#: kernels' bandwidth.
+ACTS_ON = {"bandwidth_fraction": lambda c: not _device_has_own("bandwidth_fraction", c),
+           "moe_layer_latency_us": lambda c: c.group == "moe-1gpu",
+           "moe_tp_layer_latency_us": lambda c: c.group == "moe-multi" and not c.expert_parallel,
+           "moe_ep_layer_latency_us": lambda c: c.group == "moe-multi" and c.expert_parallel,
+           "int4_bandwidth_fraction": lambda c: c.weight_dtype.startswith("int4")}
+#: Runs an engine needs of its own, among the fit cases a parameter acts on, to have that
+#: parameter of its own: with fewer, one run (often one figure) would set it alone. An MoE
+#: latency it lacks is then one shared by the engines that lack it, fitted on their runs of that
+#: layout (at its prior where they have none); a bandwidth fraction or a 4-bit one it lacks
+#: keeps its profile's value (a 4-bit fraction of 0: its bandwidth fraction is used).
+MIN_RUNS = 3
+SHARED_FALLBACK = ("moe_layer_latency_us", "moe_tp_layer_latency_us", "moe_ep_layer_latency_us")
+
+
+def own_parameters(cases: list[Case], engine: str) -> tuple[str, ...]:
+    """The :data:`PER_ENGINE` parameters ``engine`` is fitted its own value of on ``cases``."""
+    def runs(k):
+        return len({run_of(c) for c in cases if c.engine == engine and c.split == "fit" and ACTS_ON[k](c)})
+    return tuple(k for k in PER_ENGINE if k not in ACTS_ON or runs(k) >= MIN_RUNS)
+
+
+def fit_parameters(cases: list[Case], shared: tuple[str, ...] = SHARED,
+                   per_engine: tuple[str, ...] = PER_ENGINE) -> list[tuple[str | None, str]]:
+    """What :func:`fit_engines` fits on ``cases``' fit split, as ``(engine, parameter)``, engine
+    None for a parameter shared by all engines (or by those without their own)."""
+    names = sorted({c.engine for c in cases if c.split == "fit"})
+    own = {n: [k for k in own_parameters(cases, n) if k in per_engine] for n in names}
+    # a layout's MoE latency is fitted once for the engines with too few runs of their own on it
+    fallback = [k for k in SHARED_FALLBACK if k in per_engine and any(k not in own[n] for n in names)]
+    return [(None, k) for k in (*shared, *fallback)] + [(n, k) for n in names for k in own[n]]
 
 
 def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, shared: tuple[str, ...] = SHARED,
                 per_engine: tuple[str, ...] = PER_ENGINE, prior_weight: float = 0.05, loss: str = "soft_l1",
                 f_scale: float = 0.25, max_rounds: int = 12, settled: float = 0.02) -> tuple[dict, dict]:
     """Fit the engines' parameters together on their ``split = "fit"`` cases: ``shared`` ones
-    once for all engines, ``per_engine`` ones per engine. Robust least squares (``loss``, soft
-    L1 by default: a residual past ``f_scale`` in log counts linearly, so that a case the model
-    cannot describe, such as an old engine version's slow kernel, does not drag every
-    parameter) on log(predicted / measured), bounded to the physical ranges of
+    once for all engines, ``per_engine`` ones per engine where it has runs of its own to fit
+    them on (:func:`fit_parameters`). Robust least squares (``loss``, soft L1 by default: a
+    residual past ``f_scale`` in log counts linearly, so that a case the model cannot describe,
+    such as an old engine version's slow kernel, does not drag every parameter) on
+    log(predicted / measured), bounded to the physical ranges of
     :data:`FIT_PARAMETERS`, with a weak pull (``prior_weight`` per parameter, in units of its
     range) toward their priors, where it also starts, so that a parameter no case constrains stays at
     its prior and the result does not depend on the values shipped.
@@ -510,7 +556,7 @@ def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, share
     if not sel:
         raise ValueError("no fit cases" + (f" for {', '.join(engines)}" if engines else ""))
     base = {n: load_engine(n) for n in names}
-    slots = [(None, k) for k in shared] + [(n, k) for n in names for k in per_engine]
+    slots = fit_parameters(sel, shared, per_engine)
     kind = [k.partition("@")[0] for _, k in slots]
     x0, lo, hi = np.array([FIT_PARAMETERS[k] for k in kind], float).reshape(-1, 3).T
     span = hi - lo
@@ -525,12 +571,13 @@ def fit_engines(cases: list[Case], engines: tuple[str, ...] | None = None, share
     def make(x):
         out = {}
         for n in names:
-            own = {k: float(v) for (m, k), v in zip(slots, x) if m in (None, n)}
+            # shared slots first: an engine's own value of a parameter replaces the shared one
+            vals = {k: float(v) for (m, k), v in zip(slots, x) if m in (None, n)}
             fams = {key: dict(val) for key, val in base[n].families.items()}
-            for k in [k for k in own if "@" in k]:
+            for k in [k for k in vals if "@" in k]:
                 what, _, dev = k.partition("@")
-                fams.setdefault(dev, {})[what] = own.pop(k)
-            out[n] = replace(base[n], families=fams, **own)
+                fams.setdefault(dev, {})[what] = vals.pop(k)
+            out[n] = replace(base[n], families=fams, **vals)
         return out
 
     def stand_ins(x):

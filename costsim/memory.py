@@ -27,14 +27,84 @@ class DoesNotFit(ValueError):
     """A deployment or a batch that the GPUs' memory cannot hold; the message is one line."""
 
 
-def usable_bytes_per_gpu(device: Device, engine: Engine) -> float:
-    """What the engine may fill on one GPU besides its reserve: weights and KV pool."""
-    return device.memory_bytes * engine.memory_utilization - engine.reserve_gb * 1e9
+MIB = 2**20
+
+
+def memory_fraction(device: Device, engine: Engine, n_devices: int = 1, model: ModelSpec | None = None) -> float:
+    """The share of each GPU's memory the engine takes for weights, KV pool and its reserve.
+
+    ``engine.memory_rule`` says how the engine picks it by default: '' a fixed share
+    (``memory_utilization``: vLLM's ``gpu_memory_utilization``); 'sglang-0.5' SGLang's
+    ``mem_fraction_static`` rule, which sets aside, from the GPU's memory, room for its prefill
+    chunk, its CUDA graphs and the tensor-parallel buffers, by GPU memory and TP size
+    (:func:`sglang_mem_fraction_static`); 'free-after-weights' TensorRT-LLM's, whose KV pool is
+    ``memory_utilization`` of what the weights and reserve leave (:func:`usable_bytes_per_gpu`).
+    A share the user gives (``--gpu-memory-utilization``) replaces the rule (``memory_rule = ''``)."""
+    if engine.memory_rule == "sglang-0.5":
+        return sglang_mem_fraction_static(device.memory_bytes / MIB, n_devices, bool(model and model.is_mla))
+    return engine.memory_utilization
+
+
+def sglang_mem_fraction_static(gpu_mib: float, tp: int, mla: bool) -> float:
+    """SGLang's default ``mem_fraction_static`` (sglang 0.5.10.post1, ``server_args.py``
+    ``_handle_gpu_memory_settings``; the same in 0.5.23's ``arg_groups/memory_hook.py``):
+    (GPU MiB - reserved MiB) / GPU MiB, rounded to 3 places, where reserved = 512 + 1.5 x the
+    prefill chunk (at least 2,048) + 2 x the largest CUDA-graph batch + TP/8 x 1,024 + the
+    piecewise CUDA graphs (8 MiB for each captured size; 1.5 GiB on MLA models), at least
+    10 GiB on GPUs above 60 GiB. No pipeline parallelism, data-parallel attention or
+    speculative decoding (their terms are 0)."""
+    big = tp >= 4
+    if gpu_mib < 20 * 1024:
+        chunk, graph_bs = 2048, 8
+    elif gpu_mib < 35 * 1024:
+        chunk, graph_bs = 2048, 80 if big else 24
+    elif gpu_mib < 60 * 1024:
+        chunk, graph_bs = 4096, 160 if big else 32
+    elif gpu_mib < 160 * 1024:
+        chunk, graph_bs = 8192, 512 if big else 256
+    else:
+        chunk, graph_bs = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    if mla:
+        reserved += 1.5 * 1024
+    else:  # its piecewise CUDA graphs capture these token counts, up to the prefill chunk
+        sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+                 *range(1280, 4097, 256), *range(4608, chunk + 1, 512)]
+        reserved += 8 * sum(1 for t in sizes if t <= chunk)
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def reserve_bytes(device: Device, engine: Engine) -> float:
+    """Bytes a GPU the engine keeps for activations, CUDA graphs and communication buffers:
+    ``reserve_gb`` (10^9 bytes), the device's or its family's own where the profile has one
+    (vLLM profiles its peak activations for its token budget, smaller on smaller GPUs)."""
+    return float(engine.setting("reserve_gb", device)) * 1e9
+
+
+def usable_bytes_per_gpu(device: Device, engine: Engine, n_devices: int = 1, model: ModelSpec | None = None,
+                         weight_bytes_per_gpu: float = 0.0) -> float:
+    """What the engine may fill on one GPU besides its reserve: weights and KV pool. Under the
+    'free-after-weights' rule the KV pool is a share of what the weights (``weight_bytes_per_gpu``)
+    and the reserve leave, so the weights are counted whole."""
+    if engine.memory_rule == "free-after-weights":
+        free = device.memory_bytes - reserve_bytes(device, engine) - weight_bytes_per_gpu
+        return weight_bytes_per_gpu + engine.memory_utilization * max(free, 0.0)
+    return device.memory_bytes * memory_fraction(device, engine, n_devices, model) - reserve_bytes(device, engine)
+
+
+def share_taken(dep: Deployment) -> float:
+    """The share of the replica's GPU memory its engine takes (weights, KV pool, reserve), as
+    its rule makes it for this deployment."""
+    return (kv_pool_bytes(dep) + dep.weight_bytes) / dep.memory_bytes + reserve_bytes(dep.device, dep.engine) / dep.device.memory_bytes
 
 
 def kv_pool_bytes(dep: Deployment) -> float:
     """The KV pool over all of the replica's GPUs (negative: the weights do not fit)."""
-    return dep.n_devices * usable_bytes_per_gpu(dep.device, dep.engine) - dep.weight_bytes
+    w = dep.weight_bytes
+    return dep.n_devices * usable_bytes_per_gpu(dep.device, dep.engine, dep.n_devices, dep.model,
+                                                w / dep.n_devices) - w
 
 
 def state_bytes(dep: Deployment) -> float:
@@ -81,9 +151,10 @@ def devices_to_hold(model: ModelSpec, device: Device, weight_dtype: str = "bf16"
     """The fewest devices, a power of two (tensor parallelism), whose usable memory holds the
     weights and leaves ``kv_fraction`` of it for the KV pool."""
     eng = engine or load_engine()
-    need, usable = weight_bytes(model, weight_dtype), usable_bytes_per_gpu(device, eng)
+    need = weight_bytes(model, weight_dtype)
     n = 1
     while n <= max_devices:
+        usable = usable_bytes_per_gpu(device, eng, n, model, need / n)
         if usable > 0 and n * usable * (1.0 - kv_fraction) >= need:
             return n
         n *= 2
@@ -113,7 +184,7 @@ def require_fits(dep: Deployment, batch: float = 1, context: float = 0.0) -> Non
             hint = ""
         raise DoesNotFit(f"{dep.model.name} in {dep.weight_dtype} needs {dep.weight_bytes / 1e9:.0f} GB of weights; "
                          f"{dep.n_devices}x {dep.device.name} under {dep.engine.name} hold "
-                         f"{dep.n_devices * usable_bytes_per_gpu(dep.device, dep.engine) / 1e9:.0f} GB for weights and KV"
+                         f"{(kv_pool_bytes(dep) + dep.weight_bytes) / 1e9:.0f} GB for weights and KV"
                          f"{hint}")
     fits = max_sequences(dep, context)
     if batch > fits:

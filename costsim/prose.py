@@ -1,6 +1,6 @@
 """The numbers the docs quote, generated: a number the tool computes is never copied by hand.
 
-In README.md and docs/*.md a block between ``<!-- costsim: NAME -->`` and ``<!-- /costsim -->``
+In README.md, docs/*.md and benchmarks/measured/README.md a block between ``<!-- costsim: NAME -->`` and ``<!-- /costsim -->``
 is the text :data:`BLOCKS` ``[NAME]`` makes now; ``python -m costsim.prose`` rewrites every block
 of a checkout, and tests/test_docs.py fails on a block that is stale (a refit or a protocol change
 that moves a number fails it until the text is made again). figures/README.md is written whole
@@ -16,7 +16,7 @@ from pathlib import Path
 from .paper import TAU2_K, TAU2_P, published, tau2_benchmarks
 
 #: The files whose blocks are generated, relative to a checkout's root.
-FILES = ("README.md", "docs/protocols.md", "docs/cost-model.md")
+FILES = ("README.md", "docs/protocols.md", "docs/cost-model.md", "benchmarks/measured/README.md")
 _BLOCK = re.compile(r"(<!-- costsim: ([a-z0-9-]+) -->\n)(.*?)(<!-- /costsim -->)", re.S)
 
 #: The protocols of the docs' comparison on the Airline trace, and its tool latency (s).
@@ -295,6 +295,61 @@ def cost_model_validation() -> str:
     return "\n".join(lines) + "\n"
 
 
+def cost_model_set() -> str:
+    """What the validation set holds and what the fit fits on it."""
+    from . import measured
+
+    cases = measured.load_cases()
+    fit = [c for c in cases if c.split == "fit"]
+    loaded = [c for c in cases if c.scenario in measured.UNDER_LOAD]
+    slots = measured.fit_parameters(cases)
+    shared = [k for e, k in slots if e is None]
+    own = {}
+    for e, k in slots:
+        if e:
+            own.setdefault(e, []).append(k)
+    return (f"{len(cases)} public measured figures: {len(fit)} in the fit split, {len(cases) - len(fit)} held out; "
+            f"{len(loaded)} of them measured under load ({len({measured.run_of(c) for c in loaded})} runs). "
+            f"The fit has {len(slots)} parameters: {len(shared)} shared ({', '.join(f'`{k}`' for k in shared)}) and "
+            + "; ".join(f"{len(ks)} of {e}'s own" for e, ks in own.items()) + ".\n")
+
+
+def measured_counts() -> str:
+    """benchmarks/measured/README.md's counts of the set."""
+    from collections import Counter
+
+    from . import measured
+
+    cases = measured.load_cases()
+    groups = Counter(c.group for c in cases)
+    loaded = [c for c in cases if c.scenario in measured.UNDER_LOAD]
+    kinds = Counter(c.scenario for c in loaded)
+    metrics = Counter(measured.metric_group(c) for c in loaded)
+    return (f"{len(cases)} cases: " + ", ".join(f"{g} {groups[g]}" for g in measured.GROUPS) + ". "
+            f"Under load {len(loaded)}, from {len({measured.run_of(c) for c in loaded})} runs: {kinds['serving']} closed-loop, "
+            f"{kinds['rate']} open-loop; by what they measure: " + ", ".join(f"{METRIC_WORDS[g]} {metrics[g]}"
+                                                                             for g in measured.METRIC_GROUPS) + ". "
+            f"Batches or concurrencies of 32 and more: {sum(c.concurrency >= 32 for c in cases)}; "
+            f"prefill or TTFT: {sum(c.metric == 'ttft_ms' or c.scenario == 'prefill' for c in cases)}.\n")
+
+
+def cost_model_families() -> str:
+    """The devices with achieved fractions of their own, their values and the fit cases on them."""
+    from . import measured
+    from .profiles import load_device
+
+    cases = [c for c in measured.load_cases() if c.split == "fit"]
+    eng = _engine("vllm")
+    lines = ["| device or family | fraction | value | fit cases on it |", "|---|---|---|---|"]
+    for k in measured.SHARED:
+        kind, _, dev = k.partition("@")
+        if not dev:
+            continue
+        on = sorted(c.id for c in cases if dev in (c.device, load_device(c.device).family))
+        lines.append(f"| {dev} | {kind} | {eng.families[dev][kind]:.3g} | {len(on)}: {', '.join(f'`{i}`' for i in on)} |")
+    return "\n".join(lines) + "\n"
+
+
 #: The per-metric groups in words.
 METRIC_WORDS = {"ttft": "TTFT (means and medians)", "tpot-itl": "TPOT and ITL", "e2e": "end-to-end latency",
                 "throughput": "throughput", "p99": "99th percentiles"}
@@ -360,6 +415,9 @@ BLOCKS = {
     "protocols-speculate-always": protocols_speculate_always,
     "cost-model-validation": cost_model_validation,
     "cost-model-metrics": cost_model_metrics,
+    "cost-model-set": cost_model_set,
+    "cost-model-families": cost_model_families,
+    "measured-counts": measured_counts,
     "readme-bench": readme_bench,
     "cost-model-twin": cost_model_twin,
 }

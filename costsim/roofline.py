@@ -255,6 +255,34 @@ class Coefficients:
         return k * m0 + m1 * k * (k - 1) / 2.0 + (e - k) * c0 + c1 * (k + e - 1) * (e - k) / 2.0
 
 
+def _internode(dev, m, n) -> float:
+    """The device profile's inter-node link (GB/s per GPU, both directions), or a one-line
+    refusal where it has none."""
+    if not (dev.internode_bandwidth_gbps > 0 and dev.internode_latency_us > 0):
+        raise ProfileError(f"{m.name} on {n}x {dev.name} spans more than a node of {dev.gpus_per_node}: the profile has no "
+                           "internode_bandwidth_gbps and internode_latency_us to cost its collectives on")
+    return dev.internode_bandwidth_gbps
+
+
+def bandwidth_fraction(dep: Deployment) -> float:
+    """The share of peak bandwidth the engine's decode reaches on this deployment: its 4-bit
+    weight-only kernels' where the weights are 4-bit integers and the engine has a figure for
+    them, else its fraction on the device."""
+    eng = dep.engine
+    if eng.int4_bandwidth_fraction and dep.weight_dtype.startswith("int4"):
+        return eng.int4_bandwidth_fraction
+    return eng.fraction("bandwidth_fraction", dep.device)
+
+
+def moe_layer_us(dep: Deployment) -> float:
+    """The engine's fixed latency of one MoE layer, µs, as the deployment runs its experts:
+    whole on one GPU, tensor-sharded over several, or placed whole over several."""
+    eng = dep.engine
+    if dep.n_devices == 1:
+        return eng.moe_layer_latency_us
+    return eng.moe_ep_layer_latency_us if dep.expert_parallel else eng.moe_tp_layer_latency_us
+
+
 @cache
 def coefficients(dep: Deployment) -> Coefficients:
     """The :class:`Coefficients` of a deployment (cached: deployments are frozen)."""
@@ -263,6 +291,7 @@ def coefficients(dep: Deployment) -> Coefficients:
                        DTYPE_BYTES[ACTIVATION_DTYPE])
     routed = m.routed_params
     always = (m.always_active_params if m.is_moe else m.total_params_b * 1e9) - m.input_embedding_params
+    head = float(m.vocab_size * m.hidden_size) if m.head_16bit else 0.0  # the output head, read in BF16
     per_pair = m.num_attention_heads * ((4.0 * m.kv_lora_rank + 2.0 * m.qk_rope_head_dim) if m.is_mla else 4.0 * m.head_dim)
     flops_per_token = (2.0 * (m.active_params_b * 1e9 - m.input_embedding_params)
                        + 4.0 * m.num_attention_heads * m.head_dim * m.sliding_layers * m.sliding_window
@@ -280,18 +309,26 @@ def coefficients(dep: Deployment) -> Coefficients:
         a2a = 2 * moe_layers if dep.expert_parallel else 0
         ar = 2 * m.num_layers - a2a // 2
         link = dev.interconnect_bandwidth_gbps * 1e9 / 2.0  # datasheets give both directions
-        comm_tok = (ar * 2.0 * (n - 1) / n + a2a * m.experts_per_token * (n - 1) / n) * m.hidden_size * b_act / link
-        fixed_coll_us = ar * eng.collective_us("allreduce", n) + a2a * eng.collective_us("alltoall", n)
+        msg = m.hidden_size * b_act  # a token's activations, bytes
+        if n <= dev.gpus_per_node:
+            comm_tok = (ar * 2.0 * (n - 1) / n + a2a * m.experts_per_token * (n - 1) / n) * msg / link
+            fixed_coll_us = ar * eng.collective_us("allreduce", n) + a2a * eng.collective_us("alltoall", n)
+        else:  # across nodes: a ring's slowest hop is a NIC; a token's copies to other nodes' experts go out on it
+            nic = _internode(dev, m, n) * 1e9 / 2.0
+            here = dev.gpus_per_node
+            comm_tok = (ar * 2.0 * (n - 1) / n * msg / nic
+                        + a2a * m.experts_per_token * msg * ((n - here) / n / nic + (here - 1) / n / link))
+            fixed_coll_us = (ar + a2a) * dev.internode_latency_us
     fixed_s = (eng.iteration_overhead_ms * 1e-3 + 1e-6 * (m.num_layers * eng.layer_latency_us
-               + moe_layers * eng.moe_layer_latency_us + fixed_coll_us))
+               + moe_layers * moe_layer_us(dep) + fixed_coll_us))
     return Coefficients(
         flops_per_token=flops_per_token,
         flops_per_pair=per_pair * m.n_kv_layers,
         kv_bytes_per_token=m.kv_bytes_per_token(dep.kv_dtype, n),
-        always_bytes=always * b, routed_bytes=routed * b_exp,
+        always_bytes=(always - head) * b + head * DTYPE_BYTES["bf16"], routed_bytes=routed * b_exp,
         keep=1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0,
         compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * eng.fraction("flops_fraction", dev),
-        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * eng.fraction("bandwidth_fraction", dev),
+        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * bandwidth_fraction(dep),
         comm_s_per_token=comm_tok, fixed_s=fixed_s,
         seq_bytes=m.sequence_traffic_bytes(dep.kv_dtype, STATE_DTYPE, n),
     )

@@ -24,20 +24,36 @@ from .profiles import ApiEndpoint, Deployment, Device, Engine, ModelSpec, check_
 GPU_OPTIONS = (1, 2, 4, 8)
 
 
+def engine(name: str | None = None, gpu_memory_utilization: float | None = None) -> Engine:
+    """The engine profile ``name`` (default: the default engine's), taking
+    ``gpu_memory_utilization`` of each GPU's memory where given (vLLM's
+    ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``) instead of its default."""
+    eng = load_engine(name or DEPLOYMENTS.engine)
+    if gpu_memory_utilization is None:
+        return eng
+    u = gpu_memory_utilization
+    if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1:
+        raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {u!r}")
+    return replace(eng, memory_utilization=float(u), memory_rule="")
+
+
+_engine = engine  # the name the functions below take a parameter by
+
+
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
                 strong_dtype=None, weak_dtype=None, strong_gpus=None, engine=None, weak_engine=None,
-                expert_parallel=False, batch: float = 1, context: float = 0.0):
+                expert_parallel=False, batch: float = 1, context: float = 0.0, gpu_memory_utilization=None):
     """The strong and weak deployments: each on as many devices (a power of two) as hold its
     weights and, up to one node of 8, a KV pool for ``batch`` sequences of ``context`` tokens (the strong one on
     ``strong_gpus`` where given); both under ``engine`` (default vLLM) unless ``weak_engine``
-    names the weak model's own."""
+    names the weak model's own, each taking ``gpu_memory_utilization`` of a GPU where given."""
     if strong_gpus is not None and strong_gpus < 1:
         raise ValueError(f"--strong-gpus must be >= 1, got {strong_gpus}")
     d = DEPLOYMENTS
     sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
     sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
-    se = load_engine(engine or d.engine)
-    we = load_engine(weak_engine) if weak_engine else se
+    se = _engine(engine, gpu_memory_utilization)
+    we = _engine(weak_engine, gpu_memory_utilization) if weak_engine else se
     sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
     for dt in (sdt, wdt):
         check_dtype(dt)
@@ -54,10 +70,11 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
 
 
 def deployment(model: str, device: str, gpus: int | None = None, dtype: str | None = None, engine: str | None = None,
-               expert_parallel: bool = False) -> Deployment:
+               expert_parallel: bool = False, gpu_memory_utilization: float | None = None) -> Deployment:
     """``model`` on ``gpus`` of ``device`` (as many as hold the weights where not given), in
-    ``dtype`` (the checkpoint's own where not given), under ``engine``."""
-    m, d, eng = load_model(model), load_device(device), load_engine(engine)
+    ``dtype`` (the checkpoint's own where not given), under ``engine`` (taking
+    ``gpu_memory_utilization`` of each GPU where given)."""
+    m, d, eng = load_model(model), load_device(device), _engine(engine, gpu_memory_utilization)
     dt = check_dtype(dtype or m.default_dtype)
     return Deployment(m, d, gpus or devices_to_hold(m, d, dt, eng), dt, engine=eng, expert_parallel=expert_parallel)
 

@@ -12,7 +12,7 @@ from conftest import run_costsim as run, run_json
     (["predict", "--p-accept", "1.5", "--K", "6"], "--p-accept must be in [0, 1]"),
     (["predict", "--p-accept", "-0.1"], "--p-accept must be in [0, 1]"),
     (["predict", "--p-accept", "0.8", "--K", "0"], "--K must be an integer in [1, 1024]"),
-    (["predict", "--p-accept", "0.8", "--strong-device", "nosuch"], "unknown device 'nosuch'; known: a100-80gb"),
+    (["predict", "--p-accept", "0.8", "--strong-device", "nosuch"], "unknown device 'nosuch'; known: a100-40gb, a100-80gb"),
     (["predict", "--p-accept", "0.8", "--strong", "nosuch"], "unknown model 'nosuch'; known:"),
     (["predict", "--p-accept", "0.8", "--rho", "-1"], "--rho must be a finite number >= 0"),
     (["predict", "--p-accept", "0.8", "--write-rate", "0"], "--write-rate must be in (0, 1]"),

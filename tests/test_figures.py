@@ -149,11 +149,15 @@ def test_balance_point_figure_shows_the_contention(regenerated):
     _, done = regenerated
     runs = done["balance-point"]["result"]["runs"]
     h20 = runs["h20"]["points"]
-    # Finite on H20, inside the range of batches simulated, and within a factor of 3 of the
-    # paper's datasheet form (peak FLOPs over bandwidth): the engines' achieved fractions of the
-    # two (benchmarks/measured) move it, the KV reads at the tasks' context raise it.
+    # Finite on H20, inside the range of batches simulated, and above the paper's datasheet form
+    # (peak FLOPs over bandwidth) by the engine's achieved fractions of the two
+    # (benchmarks/measured), times at most 3 for the KV reads at the tasks' context, which raise it.
+    from costsim.profiles import load_device, load_engine
+
+    eng, h20_dev = load_engine("vllm"), load_device("h20")
+    achieved = eng.fraction("flops_fraction", h20_dev) / eng.fraction("bandwidth_fraction", h20_dev)
     assert runs["h20"]["B_star"] < h20[-1]["batch"]
-    assert 1 / 3 < runs["h20"]["B_star"] / runs["h20"]["B_star_paper"] < 3
+    assert achieved < runs["h20"]["B_star"] / runs["h20"]["B_star_paper"] < 3 * achieved
     assert h20[0]["R_time"] < 0.5 and h20[-1]["R_time"] > 1.0
     assert h20[-1]["batch"] > runs["h20"]["B_star"]
     # Past B* the H20 ratio exceeds what the bandwidth-rich devices show at the same load.

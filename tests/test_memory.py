@@ -1,12 +1,15 @@
 """Memory as a resource: KV capacity by hand, refusals in every command, the pool's invariants."""
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from costsim import memory
+from costsim.measured import measured_path
 from costsim.cli.main import main as _main
 from costsim.profiles import Deployment, load_device, load_engine, load_model
 
@@ -17,24 +20,28 @@ def run(argv, capsys):
     return code, out.out, out.err
 
 
+H20_BYTES = 97871 * 2**20  # what an H20's driver reports
+
+
 def test_kv_capacity_llama_70b_on_two_h20_by_hand():
     dep = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
-    # vLLM takes 0.9 of 96 GB a GPU and keeps 4 GB of it: 82.4 GB a GPU for weights and KV.
-    pool = 2 * (96e9 * 0.9 - 4e9) - 70.6e9 * 2
+    # vLLM takes 0.9 of what the driver reports (97,871 MiB, 102.6 GB) and keeps 4 GB of it:
+    # 88.4 GB a GPU for weights and KV.
+    pool = 2 * (H20_BYTES * 0.9 - 4e9) - 70.6e9 * 2
     assert memory.kv_pool_bytes(dep) == pytest.approx(pool)
     per_token = 80 * 8 * 2 * 128 * 2  # 8 KV heads over 2 ranks: none replicated
     assert memory.sequence_bytes(dep, 4756) == pytest.approx(4756 * per_token)
-    assert memory.max_sequences(dep, 4756) == math.floor(pool / (4756 * per_token)) == 15
+    assert memory.max_sequences(dep, 4756) == math.floor(pool / (4756 * per_token)) == 22
 
 
 def test_kv_capacity_qwen35_397b_fp8_on_eight_h20_by_hand():
     dep = Deployment(load_model("qwen3.5-397b-a17b"), load_device("h20"), 8, "fp8")
-    pool = 8 * (96e9 * 0.9 - 4e9) - 397e9
+    pool = 8 * (H20_BYTES * 0.9 - 4e9) - 397e9
     per_token = 15 * 8 * 2 * 256 * 2  # 2 KV heads replicated to one on each of 8 ranks
     state = 45 * 1_085_440 * 2  # DeltaNet state a sequence, BF16
     assert memory.kv_pool_bytes(dep) == pytest.approx(pool)
     assert memory.sequence_bytes(dep, 8000) == pytest.approx(8000 * per_token + state)
-    assert memory.max_sequences(dep, 8000) == math.floor(pool / (8000 * per_token + state)) == 242
+    assert memory.max_sequences(dep, 8000) == math.floor(pool / (8000 * per_token + state)) == 286
 
 
 def test_devices_to_hold_and_refusals():
@@ -45,9 +52,9 @@ def test_devices_to_hold_and_refusals():
     with pytest.raises(memory.DoesNotFit, match="needs 397 GB of weights.*the smallest count that holds them is 32"):
         memory.require_fits(small)
     big = Deployment(load_model("llama-3.1-70b"), load_device("h20"), 2, "bf16")
-    with pytest.raises(memory.DoesNotFit, match="at most 15 sequences at that context"):
-        memory.require_fits(big, batch=16, context=4756)
-    memory.require_fits(big, batch=15, context=4756)
+    with pytest.raises(memory.DoesNotFit, match="at most 22 sequences at that context"):
+        memory.require_fits(big, batch=23, context=4756)
+    memory.require_fits(big, batch=22, context=4756)
     with pytest.raises(memory.DoesNotFit, match="needs FP4 tensor cores"):
         memory.require_fits(Deployment(load_model("deepseek-v3"), load_device("h200"), 8, "nvfp4"))
 
@@ -106,3 +113,46 @@ def test_roofline_says_unbounded_where_a_sequence_holds_no_kv(capsys):
     assert json.loads(out)["kv_capacity_sequences"] is None
     code, out, _ = run(["hardware", "show", "h100", "--model", "llama-3.1-8b", "--context", "0"], capsys)
     assert code == 0 and "sequences unbounded at 0 tokens of context" in out
+
+
+def test_engines_pick_their_share_of_memory_as_they_do():
+    # SGLang's mem_fraction_static rule (0.5.10), as its source computes it: an H100 at TP 8
+    # 0.812, an H20 at TP 8 0.844 and 0.833 for an MLA model, an H200 at TP 1 0.903; a share
+    # the user gives replaces it.
+    assert memory.sglang_mem_fraction_static(81559, 8, False) == 0.812
+    assert memory.sglang_mem_fraction_static(97871, 8, False) == 0.844
+    assert memory.sglang_mem_fraction_static(97871, 8, True) == 0.833
+    assert memory.sglang_mem_fraction_static(143771, 1, False) == 0.903
+    from costsim.sizing import deployment
+
+    # DeepSeek-V3 in FP8 on 8x H20 under SGLang runs (Ant Group's LMSYS post, 2025-09-26, and
+    # SGLang PR #11854, with --mem-fraction-static 0.9): it fits, by SGLang's default share and by
+    # 0.9, with the pool the latter leaves.
+    dsv3 = deployment("deepseek-v3", "h20", 8, "fp8", "sglang")
+    memory.require_fits(dsv3)
+    wide = deployment("deepseek-v3", "h20", 8, "fp8", "sglang", gpu_memory_utilization=0.9)
+    assert memory.kv_pool_bytes(wide) == pytest.approx(8 * 0.9 * H20_BYTES - dsv3.weight_bytes)
+    assert memory.share_taken(wide) == pytest.approx(0.9)
+    # TensorRT-LLM's KV pool is 0.9 of what the weights and its reserve leave.
+    trt = deployment("llama-3.1-70b", "h100", 2, "bf16", "trtllm")
+    free = trt.device.memory_bytes - 4e9 - trt.weight_bytes / 2
+    assert memory.kv_pool_bytes(trt) == pytest.approx(2 * 0.9 * free)
+    with pytest.raises(ValueError, match="--gpu-memory-utilization must be in"):
+        deployment("llama-3.1-8b", "h100", 1, None, "vllm", gpu_memory_utilization=1.5)
+
+
+def test_a_small_gpu_keeps_its_familys_reserve():
+    # vLLM profiles its activations for its 2,048-token budget on the Ada cards and the RTX 5090
+    # (2.25 GB, its own log on an RTX 5090), not the 4 GB of an H200: DeutscheKI ran QwQ-32B-AWQ
+    # on one RTX 4090 at --max-model-len 4096, which the larger reserve would refuse.
+    from costsim.sizing import deployment
+
+    ada = deployment(str(Path(measured_path()).parent / "configs/QwQ-32B-AWQ/config.json"), "rtx-4090", 1)
+    assert ada.weight_dtype == "int4-g128"
+    assert memory.reserve_bytes(ada.device, ada.engine) == 2.25e9
+    assert memory.reserve_bytes(load_device("h100"), ada.engine) == 4e9
+    pool = 24564 * 2**20 * 0.9 - 2.25e9 - ada.weight_bytes
+    assert memory.kv_pool_bytes(ada) == pytest.approx(pool)
+    memory.require_fits(ada, 1, 4096)
+    with pytest.raises(memory.DoesNotFit):
+        memory.require_fits(replace(ada, engine=replace(ada.engine, families={})), 1, 4096)

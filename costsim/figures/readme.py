@@ -6,7 +6,7 @@ import math
 
 from ..paper import TAU2_K, TAU2_P, published
 from ..protocols.chunking import DEFAULT_CHUNKING, RULE_WORDS
-from .experiments import CAPACITY_P95_S, CAPACITY_TASKS, VD_PASSES, VERDICT_TOKENS, crossing
+from .experiments import BALANCE_SESSIONS, CAPACITY_P95_S, CAPACITY_TASKS, VD_PASSES, VERDICT_TOKENS, crossing
 
 
 def index(done: dict) -> str:
@@ -142,7 +142,8 @@ def index(done: dict) -> str:
         + ", ".join(f"{r['gpus']}× {d.upper()}" for d, r in runs.items())
         + "), weak Llama-3.1-8B (8",
         "replicas, so the strong side is what contends), synthetic tau²-shaped tasks with a 1,500-token start,",
-        "p_u = 0.8, K = 6, protocol `specagent-hold-responses` (writes and responses reviewed), 1 to 256",
+        "p_u = 0.8, K = 6, protocol `specagent-hold-responses` (writes and responses reviewed), "
+        f"{BALANCE_SESSIONS[0]} to {BALANCE_SESSIONS[-1]}",
         "closed-loop sessions on one strong replica, max(60, 2·sessions) tasks per point, seed 4. Every batch",
         "is held within the replica's KV pool (the simulator admits a call only when its KV fits; the dotted",
         "lines mark how many sequences fit at the median context). The GPU counts are the fewest that hold",

@@ -24,7 +24,8 @@ def model_from_hf_config(path: str) -> ModelSpec:
     (``attn_output_gate``), sliding-window layers (``layer_types``), Gated DeltaNet linear
     attention (``linear_*``, ``full_attention_interval``), Mamba-2 hybrids
     (``hybrid_override_pattern``), multimodal wrappers (``text_config``) and
-    ``quantization_config`` (FP8 checkpoints; MXFP4 experts). Parameter counts are computed
+    ``quantization_config`` (FP8, MXFP4 experts, AWQ, GPTQ, compressed-tensors: :func:`_quantization`).
+    Parameter counts are computed
     from the shapes (norms, biases and routers ignored): an estimate, said so in the source line.
     """
     try:
@@ -136,19 +137,7 @@ def _hf_fields(cfg: dict, path: str) -> dict:
         total += moe_layers * (experts * expert + shared)
         active += moe_layers * (top_k * expert + shared)
 
-    quant = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
-    method = str(quant.get("quant_method", "")).lower()
-    dtype = _dtype_of(cfg.get("torch_dtype") or cfg.get("dtype"))
-    expert_dtype = ""
-    if method in ("fp8", "fbgemm_fp8") or (method in ("compressed-tensors", "modelopt")
-                                          and "fp8" in json.dumps(quant).lower()):
-        dtype = "fp8"
-    elif method == "mxfp4":
-        expert_dtype = "mxfp4"  # the experts only: modules_to_not_convert keeps attention, router, embeddings
-    elif method:  # AWQ, GPTQ, bitsandbytes, int4 compressed-tensors, ...
-        raise ProfileError(f"{path}: quantization_config quant_method {method!r} is not modelled (FP8 and MXFP4 "
-                           "are): give the unquantised config.json and the weights' precision with --strong-dtype "
-                           "or --weak-dtype (int4 for 4-bit weights)")
+    dtype, expert_dtype, head_16bit = _quantization(cfg, path)
     name = Path(path).parent.name or Path(path).stem
     label = str(cfg.get("_name_or_path") or name)
     return dict(
@@ -162,9 +151,71 @@ def _hf_fields(cfg: dict, path: str) -> dict:
         num_experts=experts if top_k else 0, experts_per_token=top_k if experts else 0,
         num_shared_experts=n_shared, moe_layers=moe_layers or None,
         total_params_b=total / 1e9, active_params_b=active / 1e9,
-        default_dtype=dtype, expert_dtype=expert_dtype,
+        default_dtype=dtype, expert_dtype=expert_dtype, head_16bit=head_16bit,
         source=f"Hugging Face config.json at {path}; parameter counts estimated from the architecture",
     )
+
+
+def _quantization(cfg: dict, path) -> tuple[str, str, bool]:
+    """``(weight precision, routed experts' precision or '', embeddings and head kept in 16-bit)``
+    of a config's ``quantization_config``, read as the engines read it:
+
+    - ``fp8`` (DeepSeek's block-scaled FP8), ``fbgemm_fp8``, ``modelopt`` FP8: FP8 weights; the
+      embeddings and head stay BF16 (DeepSeek's ``inference/model.py``).
+    - ``mxfp4`` (gpt-oss): MXFP4 experts, the rest in the config's dtype.
+    - ``awq`` (AutoAWQ: ``bits``, ``group_size``, ``zero_point``) and ``gptq`` (``bits``,
+      ``group_size``; its ``qzeros`` are stored even when ``sym``): integer weights with a 16-bit
+      scale and a zero point a group (``int4-g128``); the decoder's linear layers only, the
+      embeddings and ``lm_head`` in 16-bit (GPTQ's ``lm_head: true`` quantizes the head too).
+    - ``compressed-tensors``: its ``config_groups``' weights (``type`` int or float,
+      ``num_bits``, ``strategy`` group or channel, ``group_size``, ``symmetric``); ``lm_head``
+      in 16-bit where ``ignore`` names it.
+    Anything else (bitsandbytes, GGUF, 2- and 3-bit formats, ...) is refused in one line."""
+    quant = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    method = str(quant.get("quant_method", "")).lower()
+    dtype = _dtype_of(cfg.get("torch_dtype") or cfg.get("dtype"))
+    if not method:
+        return dtype, "", False
+    if method in ("fp8", "fbgemm_fp8") or (method == "modelopt" and "fp8" in json.dumps(quant).lower()):
+        return "fp8", "", True
+    if method == "mxfp4":
+        return dtype, "mxfp4", False  # modules_to_not_convert keeps attention, router, embeddings, head
+    if method in ("awq", "gptq"):
+        bits, group = quant.get("bits", quant.get("w_bit")), quant.get("group_size", quant.get("q_group_size"))
+        asym = method == "gptq" or quant.get("zero_point", True)
+        head = not (method == "gptq" and quant.get("lm_head") is True)
+        return _int_dtype(bits, group, not asym, method, path), "", head
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        weights = [g.get("weights") for g in groups.values()] if isinstance(groups, dict) else []
+        weights = [w for w in weights if isinstance(w, dict)]
+        if not weights:
+            raise ProfileError(f"{path}: a compressed-tensors quantization_config without config_groups weights")
+        w = weights[0]
+        ignore = quant.get("ignore") or []
+        head = any(str(x) in ("lm_head", "re:.*lm_head", "re:lm_head") for x in ignore)
+        if w.get("type") == "float" and w.get("num_bits") == 8:
+            return "fp8", "", head
+        if w.get("type") == "int":
+            group = w.get("group_size") if w.get("strategy") == "group" else -1
+            return _int_dtype(w.get("num_bits"), group, bool(w.get("symmetric")), method, path), "", head
+        raise ProfileError(f"{path}: compressed-tensors weights of type {w.get('type')!r} and {w.get('num_bits')!r} "
+                           "bits are not modelled (FP8, and 4- or 8-bit integers with group or channel scales, are)")
+    raise ProfileError(f"{path}: quantization_config quant_method {method!r} is not modelled (FP8, MXFP4, AWQ, GPTQ "
+                       "and compressed-tensors are): give the unquantised config.json and the weights' precision with "
+                       "--dtype, --strong-dtype or --weak-dtype")
+
+
+def _int_dtype(bits, group, symmetric: bool, method: str, path) -> str:
+    """The weight-only integer precision of ``bits`` a weight with a scale a ``group`` (-1 or
+    None: a scale a channel, whose bytes are negligible)."""
+    if bits not in (4, 8) or isinstance(bits, bool):
+        raise ProfileError(f"{path}: {method} with {bits!r}-bit weights is not modelled (4 and 8 bits are)")
+    if group in (None, -1, 0):
+        return f"int{bits}"
+    if group not in (32, 64, 128):
+        raise ProfileError(f"{path}: {method} with groups of {group!r} weights is not modelled (32, 64, 128 or -1 are)")
+    return f"int{bits}-g{group}" + ("-sym" if symmetric else "")
 
 
 def _dtype_of(torch_dtype) -> str:

@@ -17,6 +17,15 @@ from dataclasses import MISSING, dataclass, field, fields
 #: GGML Q4_0 one FP16 scale per 32 (18-byte blocks, ggml-common.h block_q4_0).
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
                "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8, "q4_0": 4.5 / 8}
+#: Weight-only integer formats with a scale per group of G weights (AWQ, GPTQ, compressed-tensors'
+#: pack-quantized): ``int{b}-g{G}`` keeps a 16-bit scale and a b-bit zero point a group (AWQ's
+#: ``zero_point``; GPTQ's ``qzeros``, stored even when symmetric), ``int{b}-g{G}-sym`` the scale only
+#: (compressed-tensors ``symmetric``). They compute in 16-bit: the kernels dequantise.
+for _bits in (4, 8):
+    for _g in (32, 64, 128):
+        DTYPE_BYTES[f"int{_bits}-g{_g}"] = (_bits + (16 + _bits) / _g) / 8
+        DTYPE_BYTES[f"int{_bits}-g{_g}-sym"] = (_bits + 16 / _g) / 8
+WEIGHT_ONLY = tuple(k for k in DTYPE_BYTES if k.startswith("int") and "-g" in k)
 
 def check_dtype(dtype: str) -> str:
     """``dtype`` if it is a precision costsim knows, else a one-line :class:`ProfileError`."""
@@ -26,9 +35,11 @@ def check_dtype(dtype: str) -> str:
 
 
 #: GPU families an engine's achieved fractions are given for (``Device.family``).
-FAMILIES = ("ampere", "ada", "hopper", "blackwell")
+FAMILIES = ("ampere", "ada", "hopper", "blackwell", "cdna3")
+#: How an engine picks its share of a GPU's memory (:func:`costsim.memory.memory_fraction`).
+MEMORY_RULES = ("", "sglang-0.5", "free-after-weights")
 #: The engine fields its ``families`` tables may set per device family or device.
-PER_DEVICE = ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs")
+PER_DEVICE = ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs", "reserve_gb")
 
 
 class ProfileError(ValueError):
@@ -49,6 +60,9 @@ class Device:
     fp8_dense_tflops: float | None = None
     interconnect: str = ""
     interconnect_bandwidth_gbps: float = 0.0
+    gpus_per_node: int = 8            # the GPUs one interconnect domain (a node) joins
+    internode_bandwidth_gbps: float = 0.0  # GB/s per GPU, both directions, between nodes (its NIC)
+    internode_latency_us: float = 0.0  # one small all-reduce or all-to-all across nodes, µs
     family: str = "hopper"
     price_per_hour_usd: float | None = None
     price_date: str = ""              # when that price was read: YYYY-MM-DD or YYYY-MM
@@ -115,21 +129,27 @@ class Engine:
       preparation), CUDA graphs on.
     - ``layer_latency_us``: fixed kernel time of one transformer layer (launch gaps, small
       kernels, pipeline fill) on top of its bytes and FLOPs; ``moe_layer_latency_us`` the extra of
-      an MoE layer (router top-k, token permutation, grouped-GEMM launch).
+      an MoE layer (router top-k, token permutation, grouped-GEMM launch) with its experts whole
+      on one GPU, ``moe_tp_layer_latency_us`` with them tensor-sharded over several,
+      ``moe_ep_layer_latency_us`` with them placed whole over several (expert parallel): each
+      engine runs different kernels in the three.
     - ``request_overhead_ms``: per request outside the iterations (HTTP, tokenisation, the
       scheduler's admission), paid once in the time to first token.
     - ``allreduce_latency_us`` / ``alltoall_latency_us``: one collective of a small message, by
       the number of GPUs (string keys "2", "4", "8"; interpolated in log2 between them).
     - ``bandwidth_fraction`` / ``flops_fraction``: achieved fractions of peak HBM bandwidth
       (decode) and of dense tensor peak (prefill); ``families`` overrides them per device family
-      or per device (a profile name).
+      or per device (a profile name). ``int4_bandwidth_fraction``: the bandwidth its 4-bit
+      weight-only kernels reach (vLLM's Marlin and Machete dequantise as they read), where it
+      is known; 0: ``bandwidth_fraction``.
     - ``max_batched_tokens``: the token budget of one iteration (chunked prefill);
       ``max_seqs``: the most sequences running at once (vLLM's ``max_num_seqs``). Both are
       the engine's defaults, and ``families`` may set them per device (vLLM's depend on the
       GPU's memory).
     - ``memory_utilization``: the share of each GPU's memory the engine takes (weights, reserve,
       KV pool); ``reserve_gb``: of it, per GPU, what activations, CUDA graphs and communication
-      buffers keep from the KV pool (:mod:`costsim.memory`).
+      buffers keep from the KV pool (``families`` may set it per device); ``memory_rule``: how the engine picks its share by default
+      where it is not one number ('sglang-0.5', 'free-after-weights'; :func:`costsim.memory.memory_fraction`).
     """
 
     name: str
@@ -141,6 +161,9 @@ class Engine:
     bandwidth_fraction: float
     flops_fraction: float
     moe_layer_latency_us: float = 0.0
+    moe_tp_layer_latency_us: float = 0.0
+    moe_ep_layer_latency_us: float = 0.0
+    int4_bandwidth_fraction: float = 0.0
     request_overhead_ms: float = 0.0
     # Tables take part in equality (the roofline's cache tells engines apart by it), not in the hash.
     allreduce_latency_us: dict = field(default_factory=dict, hash=False)
@@ -150,6 +173,7 @@ class Engine:
     max_seqs: int = 256
     memory_utilization: float = 0.9
     reserve_gb: float = 4.0
+    memory_rule: str = ""
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -198,6 +222,9 @@ class ModelSpec:
     MoE layer and expert, (total - active) / (moe_layers · (num_experts - experts_per_token)).
     ``expert_dtype`` is the routed experts' own precision where a checkpoint ships them apart
     (gpt-oss: MXFP4 experts, BF16 attention); empty means the deployment's weight precision.
+    ``head_16bit``: the embedding table(s) and the output head stay in 16-bit whatever the weights'
+    precision, as quantized checkpoints keep them (AWQ, GPTQ and compressed-tensors leave
+    ``lm_head`` out; DeepSeek's FP8 checkpoint keeps it in BF16).
     """
 
     name: str
@@ -225,6 +252,7 @@ class ModelSpec:
     moe_layers: int | None = None
     default_dtype: str = "bf16"
     expert_dtype: str = ""
+    head_16bit: bool = False
     hf_id: str = ""
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
@@ -262,6 +290,11 @@ class ModelSpec:
     def always_active_params(self) -> float:
         """Parameters every token touches: attention, embeddings, dense and shared experts."""
         return self.active_params_b * 1e9 - self.n_moe_layers * self.experts_per_token * self.expert_params
+
+    @property
+    def head_params(self) -> float:
+        """The embedding table and output head (one table where they are tied)."""
+        return float(self.vocab_size * self.hidden_size) * (1 if self.tie_word_embeddings else 2)
 
     @property
     def input_embedding_params(self) -> float:
@@ -366,9 +399,14 @@ def build(cls, data: dict, origin: str):
                 raise ProfileError(f"{origin}: [families.{fam}] (a device family, {', '.join(FAMILIES)}, or a device "
                                    f"profile name) sets some of {', '.join(PER_DEVICE)}")
             for k, x in over.items():
-                if not (0 < x <= 1 if k.endswith("_fraction") else isinstance(x, int) and not isinstance(x, bool) and x >= 1):
-                    raise ProfileError(f"{origin}: [families.{fam}] {k} must be "
-                                       + ("in (0, 1]" if k.endswith("_fraction") else "a whole number >= 1"))
+                number = isinstance(x, (int, float)) and not isinstance(x, bool)
+                ok, want = ((number and 0 < x <= 1, "in (0, 1]") if k.endswith("_fraction")
+                            else (number and x >= 0, "a number of GB >= 0") if k == "reserve_gb"
+                            else (isinstance(x, int) and not isinstance(x, bool) and x >= 1, "a whole number >= 1"))
+                if not ok:
+                    raise ProfileError(f"{origin}: [families.{fam}] {k} must be {want}")
+        if obj.memory_rule not in MEMORY_RULES:
+            raise ProfileError(f"{origin}: memory_rule must be one of {', '.join(map(repr, MEMORY_RULES))}")
         if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1 and 0 < obj.memory_utilization <= 1):
             raise ProfileError(f"{origin}: bandwidth_fraction, flops_fraction and memory_utilization must be in (0, 1]")
     return obj
@@ -381,7 +419,10 @@ def slug(name: str) -> str:
 
 def weight_bytes(model: ModelSpec, weight_dtype: str = "bf16", expert_dtype: str = "") -> float:
     """Bytes of all weights: routed experts in ``expert_dtype`` (default: the model's own expert
-    precision, else ``weight_dtype``), everything else in ``weight_dtype``."""
+    precision, else ``weight_dtype``), the embeddings and head in BF16 where the checkpoint
+    keeps them so (``head_16bit``), everything else in ``weight_dtype``."""
     routed = model.routed_params
     b_exp = DTYPE_BYTES[expert_dtype or model.expert_dtype or weight_dtype]
-    return (model.total_params_b * 1e9 - routed) * DTYPE_BYTES[weight_dtype] + routed * b_exp
+    head = model.head_params if model.head_16bit else 0.0
+    return ((model.total_params_b * 1e9 - routed - head) * DTYPE_BYTES[weight_dtype] + routed * b_exp
+            + head * DTYPE_BYTES["bf16"])
