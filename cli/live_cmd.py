@@ -31,7 +31,7 @@ LIVE_OPTIONS = {
     "repair_tokens": (_I, typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d].")),
     "trace": (_S, typer.Option(None, "--trace", help="Take step and observation tokens (medians) from a trace file or shipped trace.")),
     "repeats": (int, typer.Option(3, "--repeats", help="Probes per shape (the fit uses per-shape medians).")),
-    "timeout": (float, typer.Option(120.0, "--timeout", help="Seconds per request before it counts as failed.")),
+    "timeout": (str, typer.Option("120s", "--timeout", help="Per request, a duration (120, 2min) before it counts as failed.")),
     "retries": (int, typer.Option(3, "--retries", help="Retries per request (exponential backoff).")),
     "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of the probe order and review outcomes (and of the local models).")),
     "model_dir": (_S, typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models].")),

@@ -965,8 +965,10 @@ def _endpoints(o: dict):
     from .live.endpoints import key_envs, open_endpoints
 
     keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
-    return open_endpoints(o["weak"], o["strong"], o["local"], keys, o["timeout"], o["retries"], o["model_dir"],
-                          o["seed"])
+    from .units import parse_seconds
+
+    return open_endpoints(o["weak"], o["strong"], o["local"], keys, parse_seconds(o["timeout"], "--timeout", at_most=86400),
+                          o["retries"], o["model_dir"], o["seed"])
 
 
 def _as_updates(progress, label: str):

@@ -33,6 +33,7 @@ from .formulas import check_K
 from .profiles import Deployment
 from .sizing import deployments
 from .traces.stats import step_scales
+from .units import parse_seconds
 
 
 #: A lognormal latency's sigma is at most this (a spread of e^10, about 22,000x, per standard
@@ -86,22 +87,21 @@ class Latency:
         step's recorded tool time; FALLBACK, either form above, for steps without one)."""
         if spec is None or spec == "":
             return cls()
-        if isinstance(spec, (int, float)) and 0 <= spec <= MAX_SECONDS:
-            return cls(float(spec))
-        kind, _, args = str(spec).partition(":")
+        kind, _, args = (("", "", spec) if isinstance(spec, (int, float)) and not isinstance(spec, bool)
+                         else str(spec).partition(":"))
         if kind == "recorded":
             return replace(cls.parse(args or "0"), recorded=True)
         try:
             if kind == "lognormal":
-                med, sig = (float(x) for x in args.split(","))
-                if 0 <= med <= MAX_SECONDS and 0 <= sig <= MAX_SIGMA:
-                    return cls(med, sig)
-            elif not args and 0 <= float(kind) <= MAX_SECONDS:
-                return cls(float(kind))
+                med, sig = args.split(",")
+                if 0 <= float(sig) <= MAX_SIGMA:
+                    return cls(parse_seconds(med, "latency", zero=True, at_most=MAX_SECONDS), float(sig))
+            elif not kind or not args:
+                return cls(parse_seconds(args if not kind else kind, "latency", zero=True, at_most=MAX_SECONDS))
         except ValueError:
             pass
-        raise ValueError(f"latency {spec!r}: expected seconds in [0, {MAX_SECONDS:g}], lognormal:median,sigma "
-                         f"(sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
+        raise ValueError(f"latency {spec!r}: expected a duration in [0, {MAX_SECONDS:g}] s (0.5, 500ms, 2min), "
+                         f"lognormal:median,sigma (sigma at most {MAX_SIGMA:g}) or recorded[:fallback]")
 
 
 @lru_cache(maxsize=256)
@@ -291,6 +291,8 @@ def build_scenario(settings: dict, tasks=None):
     for k in LATENCY_KEYS:
         if k in settings:
             kw[k] = Latency.parse(settings[k])
+    if "network_rtt_s" in kw:
+        kw["network_rtt_s"] = parse_seconds(kw["network_rtt_s"], "--network-rtt", zero=True, at_most=MAX_SECONDS)
     if "options" in settings:
         kw["options"] = settings["options"]
     if "calibration" in settings:

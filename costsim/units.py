@@ -1,7 +1,8 @@
 """Rates and durations as people write them: '2/s', '120/min', '60s', '1.5min', '500ms'.
 
-The one reader of a task rate (tasks per second) and of a latency target (seconds); errors
-are one line naming the flag.
+The one reader of a task rate (tasks per second) and of a duration (seconds: a latency target,
+a tool's or a user's latency, a network round trip, a timeout); errors are one line naming the
+flag.
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ def parse_rate(text) -> float:
     return rate
 
 
-def parse_seconds(text) -> float:
-    """'60s', '60', '1.5min', '500ms' -> seconds, finite and > 0."""
-    m = re.fullmatch(rf"\s*{_NUM}\s*([a-z]*)\s*", str(text).lower())
-    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
-        raise ValueError(f"--latency-p95 {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
-    secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
-    if not 0 < secs < math.inf:
-        raise ValueError(f"--latency-p95 must be a finite duration > 0, got {text!r}")
+def parse_seconds(text, flag: str = "--latency-p95", zero: bool = False, at_most: float = math.inf) -> float:
+    """'60s', '60', '1.5min', '500ms' (or a number of seconds) -> seconds: finite, > 0 (>= 0 where
+    ``zero``), at most ``at_most``. The one reader of every duration flag and setting; the
+    error names ``flag``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        secs = float(text)
+    else:
+        m = re.fullmatch(rf"\s*{_NUM}\s*([a-z]*)\s*", str(text).lower())
+        if not m or (m.group(2) and m.group(2) not in _TIME_UNITS):
+            raise ValueError(f"{flag} {text!r}: expected a duration, e.g. 60s, 1.5min, 500ms")
+        secs = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"]
+    if not (0 <= secs if zero else 0 < secs) or not secs <= at_most or not math.isfinite(secs):
+        raise ValueError(f"{flag} must be a finite duration {'>=' if zero else '>'} 0"
+                         + (f" and at most {at_most:g} s" if math.isfinite(at_most) else "") + f", got {text!r}")
     return secs

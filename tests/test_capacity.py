@@ -302,3 +302,33 @@ def test_a_probe_too_short_to_judge_its_rate_repeats_its_tasks_instead_of_cappin
     assert full.rate > short.rate
     assert any(p.rate > full.rate and not p.feasible for p in full.probes)
     assert any(p.rate == full.rate and p.feasible for p in full.probes)
+
+
+@given(st.floats(min_value=0.0, max_value=1e5, allow_nan=False), st.sampled_from([("ms", 1e-3), ("s", 1.0), ("", 1.0),
+                                                                                 ("min", 60.0), ("h", 3600.0)]))
+def test_every_duration_flag_reads_durations_one_way(x, unit):
+    # One reader for every duration: the latency target, a tool's or a user's latency (fixed or a
+    # lognormal's median), the network round trip, the live mode's timeout.
+    from costsim.scenario import Latency, build_scenario
+    from costsim.units import parse_seconds
+
+    u, scale = unit
+    text = f"{x!r}{u}"
+    assert parse_seconds(text, "--x", zero=True) == pytest.approx(x * scale, rel=1e-12)
+    if x * scale <= 1e6:
+        assert Latency.parse(text).seconds == pytest.approx(x * scale, rel=1e-12)
+        assert Latency.parse(f"lognormal:{text},0.5").seconds == pytest.approx(x * scale, rel=1e-12)
+    if x * scale <= 1e6 and x < 10:
+        sc = build_scenario({"network_rtt_s": text, "tool_latency": text})
+        assert sc.network_rtt_s == pytest.approx(x * scale) and sc.tool_latency.seconds == pytest.approx(x * scale)
+
+
+def test_a_bad_duration_names_its_flag():
+    from costsim.units import parse_seconds
+
+    with pytest.raises(ValueError, match="--network-rtt"):
+        parse_seconds("-1", "--network-rtt", zero=True)
+    with pytest.raises(ValueError, match="--timeout must be a finite duration > 0"):
+        parse_seconds("0ms", "--timeout")
+    assert run(["simulate", "--tasks", "2", "--tool-latency", "500ms", "--network-rtt", "50ms"]) == 0
+    assert run(["simulate", "--tasks", "2", "--tool-latency", "5x"]) != 0
