@@ -396,7 +396,7 @@ def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
         *([f"{', '.join(on_api)}: the strong model behind the API {api_profile(sc.api).name} (no strong replicas); weak: "
            f"{edge_deployment(sc.weak, sc.edge_device).describe()}"] if on_api else []),
         "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
-        f"continuously (token budget {sc.token_budget}, at most {sc.max_seqs} sequences)",
+        "continuously (token budget, most sequences: strong %d, %d; weak %d, %d)" % (*sc.limits(sc.strong), *sc.limits(sc.weak)),
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "
         "by arrival (warm-up and drain left out); tool latency "
         + (f"{sc.tool_latency.seconds:g} s" if sc.tool_latency.seconds else "0 (generation time only)"),

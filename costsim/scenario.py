@@ -129,8 +129,8 @@ class Scenario:
     arrival_rate: float | None = None
     strong_replicas: int = 1
     weak_replicas: int = 1
-    token_budget: int = 8192
-    max_seqs: int = 256
+    token_budget: int | None = None  # tokens an iteration (None: each replica's engine's on its device)
+    max_seqs: int | None = None      # sequences running at once (None: likewise)
     kv_cap: bool = True           # admissions must fit the replica's KV pool (costsim.memory)
     tool_latency: Latency = field(default_factory=Latency)
     user_latency: Latency = field(default_factory=Latency)
@@ -160,9 +160,16 @@ class Scenario:
     calibration: tuple = ()
 
 
+    def limits(self, dep: Deployment) -> tuple[int, int]:
+        """The scheduler's limits of a replica of ``dep``: (token budget of an iteration, most
+        sequences running), the scenario's where set, else the engine's on that device
+        (``max_batched_tokens`` and ``max_seqs``, :class:`costsim.profiles.Engine`)."""
+        return self.token_budget or dep.token_budget, self.max_seqs or dep.max_seqs
+
     def __post_init__(self):
         if self.rho is None:  # a repair is a step the strong model authors
             object.__setattr__(self, "rho", WORKLOAD.rho * self.strong_step_scale)
+
 
 
 #: Scenario fields passed to every protocol as options (each takes those it knows).

@@ -103,9 +103,9 @@ def has_twin(name: str) -> bool:
 def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
     """Expected rows, array (tasks, COLUMNS, len(p)), at each per-step pass probability in p."""
     (s_coef, s_call), (w_coef, w_call) = replica_costs(sc)
-    budget = sc.token_budget
-    models = {"strong": (lru_cache(maxsize=None)(lambda *a: s_coef.solo_call(*a, budget)), s_call),
-              "weak": (lru_cache(maxsize=None)(lambda *a: w_coef.solo_call(*a, budget)), w_call)}
+    s_budget, w_budget = sc.limits(sc.strong)[0], sc.limits(sc.weak)[0]
+    models = {"strong": (lru_cache(maxsize=None)(lambda *a: s_coef.solo_call(*a, s_budget)), s_call),
+              "weak": (lru_cache(maxsize=None)(lambda *a: w_coef.solo_call(*a, w_budget)), w_call)}
     if recorded:
         def q(step):
             return p if step.verdict is None else np.full_like(p, float(step.verdict))
@@ -177,8 +177,8 @@ def rows_of_weights(weights, sc: Scenario, cost=None):
     for i, (_, other) in enumerate(weights):
         for c, v in other.items():
             rows[i, _COL[c]] = v
-    for who, (coef, overhead) in zip(("strong", "weak"), replica_costs(sc)):
-        part = cost(weights, who, coef, overhead, sc.token_budget)
+    for who, dep, (coef, overhead) in zip(("strong", "weak"), (sc.strong, sc.weak), replica_costs(sc)):
+        part = cost(weights, who, coef, overhead, sc.limits(dep)[0])
         base = _COL[f"{who}_calls"]
         rows[:, base:base + len(COUNTERS)] += part[:, :-1]
         rows[:, _COL["wall_s"]] += part[:, -1]

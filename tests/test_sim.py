@@ -184,3 +184,23 @@ def test_numpy_numbers_are_numbers_to_a_scenario():
     a = simulate(tasks, Scenario(strong=s, weak=w, sessions=np.int32(2), strong_replicas=np.int64(1), p=0.5))
     b = simulate(tasks, Scenario(strong=s, weak=w, sessions=2, strong_replicas=1, p=0.5))
     assert repr(a) == repr(b)
+
+
+def test_the_simulator_and_the_twin_chunk_at_the_engines_token_budget():
+    # llama.cpp's budget is 512 tokens (its n_ubatch), vLLM's 8,192 on an H20: a scenario that
+    # sets none runs each replica at its engine's, so a 3,000-token prompt takes six iterations
+    # of prefill under llama.cpp where vLLM takes one, each reading the weights again.
+    from dataclasses import replace
+
+    from costsim.scenario import build_scenario
+    from costsim.twin import expected_rows, COLUMNS
+
+    tasks = generate(2, seed=1, shape=Shape(initial_context=3000))
+    sc = build_scenario({"engine": "llamacpp", "protocols": "strong-only", "strong": "llama-3.1-8b", "weak": "qwen3-4b"})
+    assert sc.limits(sc.strong) == (512, 256)
+    assert build_scenario({"protocols": "strong-only"}).limits(build_scenario({}).strong) == (8192, 1024)
+    hbm = lambda s: summarize(simulate(tasks, s))["strong-only"]["strong_hbm_bytes"]["mean"]  # noqa: E731
+    assert hbm(sc) == pytest.approx(hbm(replace(sc, token_budget=512)))
+    assert hbm(sc) - hbm(replace(sc, token_budget=8192)) > sc.strong.weight_bytes  # more weight passes a task
+    twin = expected_rows(tasks, sc)["strong-only"][:, COLUMNS.index("strong_hbm_bytes")].mean()
+    assert twin == pytest.approx(hbm(sc), rel=1e-6)

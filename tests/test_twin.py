@@ -74,8 +74,8 @@ def brute_force(task, sc, name, q):
     while todo:
         script = todo.pop()
         env = simpy.Environment()
-        strong = Replica(env, sc.strong, token_budget=sc.token_budget, rtt_s=s_call, coef=s_coef)
-        weak = Replica(env, sc.weak, token_budget=sc.token_budget, rtt_s=w_call, coef=w_coef)
+        strong = Replica(env, sc.strong, token_budget=sc.limits(sc.strong)[0], rtt_s=s_call, coef=s_coef)
+        weak = Replica(env, sc.weak, token_budget=sc.limits(sc.weak)[0], rtt_s=w_call, coef=w_coef)
         acc = Scripted(script)
         tr = TaskRun(env, task, strong, weak, acc, np.random.default_rng(0), sc.tool_latency, sc.user_latency)
         env.process(proc(tr, task))

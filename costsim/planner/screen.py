@@ -132,14 +132,14 @@ class Rows:
 class Screen:
     """The screen of one configuration: its expected rows once, then any task rate and target."""
 
-    def __init__(self, rows: Rows, config: Config, max_seqs: int = 256):
+    def __init__(self, rows: Rows, config: Config):
         col = rows(config)
         self.config, self.wall, self.context = config, col["wall_s"], rows.context
         self.api_cost = float(col["api_cost_usd"].mean()) if "api_cost_usd" in col else 0.0  # USD per task
         self.pools = {}
         for who, dep in (("strong", config.strong), ("weak", config.weak)):
             if dep is not None and col[f"{who}_calls"].sum() > 0:
-                self.pools[who] = _pool(dep, col, who, rows.context, max_seqs)
+                self.pools[who] = _pool(dep, col, who, rows.context, rows.base.limits(dep)[1])
         self.uncontended_p95 = float(np.percentile(self.wall, 95))
 
     def latency(self, rate: float, replicas: dict) -> tuple[float, dict] | None:

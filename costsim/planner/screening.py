@@ -65,7 +65,7 @@ def _screen_chunk(args, progress=None, rows=None) -> list[Screened]:
     tasks, base, task_rate, target_s, configs, usd = args
     rows, out = rows or Rows(tasks, base), []
     for c in configs:
-        out.append(Screen(rows, c, base.max_seqs).cheapest_fleet(task_rate, target_s, usd))
+        out.append(Screen(rows, c).cheapest_fleet(task_rate, target_s, usd))
         if progress:
             progress(1)
     return out

@@ -61,7 +61,7 @@ def replicas(env, sc):
     strong = [ApiServer(env, ep, ttft, tps, rtt_s=sc.network_rtt_s)]
     pool = None if sc.kv_cap else float("inf")
     local = edge_deployment(sc.weak, sc.edge_device)
-    weak = [Replica(env, local, f"edge{i}", sc.token_budget, sc.max_seqs, kv_pool_bytes=pool) for i in range(sc.weak_replicas)]
+    weak = [Replica(env, local, f"edge{i}", *sc.limits(local), kv_pool_bytes=pool) for i in range(sc.weak_replicas)]
     return strong, weak
 
 

@@ -43,9 +43,9 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
     else:
         (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
         pool = None if sc.kv_cap else math.inf
-        strong = [Replica(env, sc.strong, f"strong{i}", sc.token_budget, sc.max_seqs, s_call_s, s_coef, pool)
+        strong = [Replica(env, sc.strong, f"strong{i}", *sc.limits(sc.strong), s_call_s, s_coef, pool)
                   for i in range(sc.strong_replicas)]
-        weak = [Replica(env, sc.weak, f"weak{i}", sc.token_budget, sc.max_seqs, w_call_s, w_coef, pool)
+        weak = [Replica(env, sc.weak, f"weak{i}", *sc.limits(sc.weak), w_call_s, w_coef, pool)
                 for i in range(sc.weak_replicas)]
     proc = protocols.get(name, **protocol_options(sc))
     make_acceptance = parse_p_dist(sc.p_dist, sc.p)
