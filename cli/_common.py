@@ -95,7 +95,7 @@ SCENARIO_OPTIONS = {
     "gpu_memory_utilization": (_F, GPU_MEMORY_UTILIZATION),
     "strong_replicas": (int, typer.Option(1, "--strong-replicas", help="Strong replicas.")),
     "weak_replicas": (int, typer.Option(1, "--weak-replicas", help="Weak replicas.")),
-    "rho": (_F, protocol_flag("rho", "--rho", default=None, shown="1, times --strong-step-scale")),
+    "rho": (_F, protocol_flag("rho", "--rho", default=None)),
     "strong_step_scale": (_F, protocol_flag("strong_step_scale", "--strong-step-scale", default=None,
                                             shown="the trace's per-model tokens where its steps name both models, else 1")),
     "weak_step_scale": (_F, protocol_flag("weak_step_scale", "--weak-step-scale", default=None,

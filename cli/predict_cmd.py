@@ -28,7 +28,7 @@ def predict(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1]."),
     steps: Optional[float] = typer.Option(None, help=f"Committed steps per task [{W.steps_per_task:g}: {SRC['steps_per_task']}]."),
     v_over_d: Optional[float] = typer.Option(None, "--v-over-d", help="Strong passes per verification / per authored step."),
-    rho: Optional[float] = typer.Option(None, help="Strong repair cost per rejection, in units of the strong step."),
+    rho: Optional[float] = protocol_flag("rho", "--rho", default=None),
     kappa: Optional[float] = typer.Option(None, help="Weak step time / strong step time."),
     write_rate: Optional[float] = typer.Option(None, "--write-rate", help="Per-step probability of a state-changing call; chunks end at writes, K-read chunks auto-commit."),
     batch: Optional[int] = typer.Option(None, help=f"Decode batch on each replica (concurrent sessions) [{D.batch}: {SRC['batch']}]."),

@@ -191,17 +191,17 @@ class SpecAgentOptions:
     repair: str = option("fused", "after a rejection the strong model authors the step in the verdict's call (at "
                                   "correction_rate a correction turn instead), "
                                   "or in a separate correction turn", ("fused", "separate"))
-    rho: float = option(WORKLOAD.rho, "repair tokens per recorded token of the replaced step, times the strong "
-                                      "step scale where none is given (" + WORKLOAD_SOURCES["rho"] + ")")
+    rho: float = option(WORKLOAD.rho, "a rejected step's repair in strong steps, each decoding --strong-step-scale "
+                                      "tokens per recorded token (" + WORKLOAD_SOURCES["rho"] + ")")
     verdict_tokens: int = option(int(WORKLOAD.verdict_tokens), "tokens of a verdict (" + WORKLOAD_SOURCES["verdict_tokens"] + ")")
     correction_tokens: int = option(64, "prompt tokens of a correction turn (assumption)")
     correction_rate: float = option(0.0, "with repair=fused, P(a rejection's fix is a correction turn of its own "
                                          "instead of the fused replacement: a fix over several calls, or one the "
                                          "adapter refuses; the paper's text; 0: always fused, an assumption)",
                                   at_most=1.0)
-    correction_rho: float = option(1.5, "tokens a correction turn decodes per recorded token of the replaced step, "
-                                        "times the strong step scale (the paper's AutomationBench: a separate "
-                                        "repair of about 1.5 d̄)", at_most=MAX_RATIO)
+    correction_rho: float = option(1.5, "a correction turn's decoding in strong steps, each --strong-step-scale "
+                                        "tokens per recorded token of the replaced step (the paper's AutomationBench: "
+                                        "a separate repair of about 1.5 d̄)", at_most=MAX_RATIO)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,14 @@ def _arr(x):
     return np.asarray(x, dtype=float)
 
 
+def repair_decode_scale(rho, strong_step_scale):
+    """Tokens a repair decodes per recorded token of the step it replaces: ``rho`` (the repair,
+    in strong steps: the paper's rho, ``--rho`` in every command) times ``strong_step_scale``
+    (what the strong model decodes per recorded token of a step it authors). The one
+    conversion of rho into tokens (the schedules and the roofline both take it from here)."""
+    return rho * strong_step_scale
+
+
 def v_over_d_passes(verdict_tokens, step_tokens):
     """The paper's pass counting of v/d: a verification is one prefill pass plus one pass per
     verdict token, an authored step one pass per token."""

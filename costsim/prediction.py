@@ -100,11 +100,11 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     if correction_rho is not None and not 0.0 <= correction_rho <= MAX_RATIO:
         raise ValueError(f"--correction-rho must be a finite number in [0, {MAX_RATIO:g}], got {correction_rho}")
     pp = roofline.protocol_parameters(strong, weak, lengths, tok["step_tokens"], tok["obs_tokens"],
-                                      tok["verdict_tokens"], (rho if rho is not None else WORKLOAD.rho) * scale["strong_step_scale"],
+                                      tok["verdict_tokens"], rho if rho is not None else WORKLOAD.rho,
                                       tok["context_tokens"], strong_batch=batch, weak_batch=batch, **scale,
                                       correction_rate=SpecAgentOptions.correction_rate if correction_rate is None else correction_rate,
-                                      correction_steps=(SpecAgentOptions.correction_rho if correction_rho is None else correction_rho)
-                                      * scale["strong_step_scale"], correction_tokens=SpecAgentOptions.correction_tokens)
+                                      correction_steps=SpecAgentOptions.correction_rho if correction_rho is None else correction_rho,
+                                      correction_tokens=SpecAgentOptions.correction_tokens)
 
     # Pass counting (the paper): a verification is one prefill pass plus one pass per verdict
     # token; an authored step is d̄ passes (times the strong step scale).

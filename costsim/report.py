@@ -72,13 +72,13 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     pp = roofline.protocol_parameters(sc.strong, sc.weak, np.arange(1, sc.K + 1), d, o,
                                       sc.verdict_tokens, sc.rho, ctx, strong_step_scale=sc.strong_step_scale,
                                       weak_step_scale=sc.weak_step_scale, correction_rate=c_rate,
-                                      correction_steps=c_rho * sc.strong_step_scale,
+                                      correction_steps=c_rho,
                                       correction_tokens=opts.get("correction_tokens", defaults.correction_tokens))
     # Passes are counted in Strong-only's steps: d times the strong step scale; a correction turn
     # is one prefill pass and its decoded steps.
     d_strong = d * sc.strong_step_scale
     vd = float(formulas.v_over_d_passes(sc.verdict_tokens, d_strong))
-    rho = (1.0 - c_rate) * sc.rho / sc.strong_step_scale + c_rate * (c_rho + 1.0 / d_strong)
+    rho = (1.0 - c_rate) * sc.rho + c_rate * (c_rho + 1.0 / d_strong)
     accept, p, beta, accept_words = accept_rate(sc)
 
     def ratios(p):  # R in HBM bytes, L in time; and both in passes

@@ -30,6 +30,7 @@ from functools import cache, cached_property
 
 import numpy as np
 
+from .formulas import repair_decode_scale
 from .memory import STATE_DTYPE
 from .profiles import DTYPE_BYTES, Deployment, ProfileError
 
@@ -450,10 +451,10 @@ def protocol_parameters(strong: Deployment, weak: Deployment, lengths, step_toke
 
     A Strong-only step prefills one observation (o tokens) and decodes d tokens (times
     ``strong_step_scale``: decoded per recorded step token). A review prefills the chunk the
-    strong model did not write, n·(d + o) tokens, and decodes the verdict; a repair decodes
-    ``rho_steps``·d tokens, or at ``correction_rate`` a correction turn of its own, which prefills
-    ``correction_tokens`` and decodes ``correction_steps``·d (rho is their expectation per
-    rejection). A weak step is a step on the weak deployment (d times ``weak_step_scale``
+    strong model did not write, n·(d + o) tokens, and decodes the verdict; a repair is
+    ``rho_steps`` strong steps of decoding (:func:`costsim.formulas.repair_decode_scale`), or at
+    ``correction_rate`` a correction turn of its own, which prefills ``correction_tokens`` and
+    decodes ``correction_steps`` strong steps (rho is their expectation per rejection). A weak step is a step on the weak deployment (d times ``weak_step_scale``
     decoded). Each
     quantity is reported in seconds (``"time"``), HBM bytes (``"hbm"``) and FLOPs (``"flops"``),
     attributed per sequence at the given batches.
@@ -463,8 +464,10 @@ def protocol_parameters(strong: Deployment, weak: Deployment, lengths, step_toke
     s_step = step(strong, strong_step_scale * d, o, context, strong_batch)
     w_step = step(weak, weak_step_scale * d, o, context, weak_batch)
     verify = step(strong, verdict_tokens, n * (d + o), context, strong_batch)
-    repair = _per_sequence(decode_step(strong, strong_batch, context), strong_batch).scale(rho_steps * d)
-    correction = step(strong, correction_steps * d, correction_tokens, context, strong_batch)
+    repair = _per_sequence(decode_step(strong, strong_batch, context), strong_batch).scale(
+        repair_decode_scale(rho_steps, strong_step_scale) * d)
+    correction = step(strong, repair_decode_scale(correction_steps, strong_step_scale) * d, correction_tokens, context,
+                      strong_batch)
     cur = {"time": "seconds", "hbm": "hbm_bytes", "flops": "flops"}
     return ProtocolParameters(
         v_over_d={k: getattr(verify, f) / getattr(s_step, f) for k, f in cur.items()},

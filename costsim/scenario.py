@@ -123,7 +123,7 @@ class Scenario:
     K: int = WORKLOAD.K
     p_dist: str | None = None
     protocols: tuple = protocols.DEFAULT
-    rho: float | None = None      # repair tokens per recorded step token (None: strong_step_scale)
+    rho: float = WORKLOAD.rho     # a rejected step's repair, in strong steps (scaled as they are)
     verdict_tokens: int = int(WORKLOAD.verdict_tokens)
     sessions: int = 1
     arrival_rate: float | None = None
@@ -165,10 +165,6 @@ class Scenario:
         sequences running), the scenario's where set, else the engine's on that device
         (``max_batched_tokens`` and ``max_seqs``, :class:`costsim.profiles.Engine`)."""
         return self.token_budget or dep.token_budget, self.max_seqs or dep.max_seqs
-
-    def __post_init__(self):
-        if self.rho is None:  # a repair is a step the strong model authors
-            object.__setattr__(self, "rho", WORKLOAD.rho * self.strong_step_scale)
 
 
 

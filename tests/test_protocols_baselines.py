@@ -361,13 +361,21 @@ def test_step_scales_set_each_models_decoded_tokens_per_step_it_authors():
     assert spec["strong_decode_tokens"] >= 4 * 25 and spec["weak_decode_tokens"] == spec["spec_calls"] * 5
 
 
-def test_a_repair_follows_the_strong_step_scale_unless_rho_is_given():
-    assert Scenario(strong=ideal(1.0), weak=ideal(0.1), strong_step_scale=2.0).rho == 2.0
-    assert Scenario(strong=ideal(1.0), weak=ideal(0.1), strong_step_scale=2.0, rho=1.5).rho == 1.5
-    assert Scenario(strong=ideal(1.0), weak=ideal(0.1)).rho == 1.0
+def test_rho_is_the_repair_in_strong_steps_everywhere():
+    # One meaning of --rho (predict's, the paper's): a repair of rho strong steps, each decoding
+    # the strong step scale per recorded token, whether rho is given or not. Before, simulate's
+    # rho was tokens per recorded token, following the scale only by default: at scale 3,
+    # --rho 1 decoded 10 tokens here (a third of a strong step) and the default 30.
+    assert Scenario(strong=ideal(1.0), weak=ideal(0.1), strong_step_scale=2.0).rho == 1.0
     t = task(["write"], d=10)  # p = 0: the held write is rejected and repaired (fused)
-    r = run1(t, "specagent", p=0.0, strong_step_scale=3.0)
-    assert r["strong_decode_tokens"] == 24 + 30
+    assert run1(t, "specagent", p=0.0, strong_step_scale=3.0)["strong_decode_tokens"] == 24 + 30
+    assert run1(t, "specagent", p=0.0, strong_step_scale=3.0, rho=1.0)["strong_decode_tokens"] == 24 + 30
+    assert run1(t, "specagent", p=0.0, strong_step_scale=3.0, rho=1.5)["strong_decode_tokens"] == 24 + 45
+    # predict agrees: its rho is the same at any scale, and its repair costs rho strong steps.
+    from costsim.api import predict
+
+    at = {rho: predict(0.8, 6, strong_step_scale=2.47, rho=rho).to_dict() for rho in (None, 1.0, 2.0)}
+    assert at[None]["rho"] == at[1.0]["rho"] == 1.0 and at[None]["R"] == at[1.0]["R"] < at[2.0]["R"]
 
 
 def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():
@@ -380,7 +388,8 @@ def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():
                                (300, "Qwen/Qwen3.5-397B-A17B-FP8")))
     tasks = [Task("c", steps)]  # mean 150 tokens a step; the weak model's 100, the strong's 300
     sc = build_scenario({"protocols": "strong-only,weak-only"}, tasks)
-    assert (sc.strong_step_scale, sc.weak_step_scale, sc.rho) == pytest.approx((2.0, 2 / 3, 2.0))
+    # rho stays one strong step: a repair scales with the strong step (formulas.repair_decode_scale)
+    assert (sc.strong_step_scale, sc.weak_step_scale, sc.rho) == pytest.approx((2.0, 2 / 3, 1.0))
     assert "Qwen3.5-4B 100" in sc.step_scale_source and "all 150" in sc.step_scale_source
     so, wo = simulate(tasks, sc)
     # Over the trace each model decodes its own recorded tokens, 4 steps x 300 and 4 x 100,

@@ -12,8 +12,9 @@ other ablation) reviews every chunk.
 
 Verify: the strong model prefills everything new since its last call (history + chunk) and
 decodes a verdict of ``verdict_tokens``: the accepted prefix j. After a rejection the strong
-model authors step j+1 itself — fused into the verdict (``repair="fused"``: rho·d extra decoded
-tokens) or in a correction turn of its own (another call of ``correction_rho``·d tokens): every
+model authors step j+1 itself — fused into the verdict (``repair="fused"``: rho strong steps,
+rho·s·d extra decoded tokens at strong step scale s) or in a correction turn of its own
+(another call of ``correction_rho`` strong steps): every
 time with ``repair="separate"``, with probability ``correction_rate`` with the fused repair (the
 paper: a correction turn "only when the fix spans several calls, or ã fails the adapter's
 validation"). The rejected suffix is discarded; both models' caches roll back to the committed
@@ -26,6 +27,7 @@ replaced by the strong model's repair of position i.
 from __future__ import annotations
 
 from ..config import SpecAgentOptions as O, StepScales, check_scale
+from ..formulas import repair_decode_scale
 from .chunking import check_chunking, chunk_end
 from .schedule import Boundary, Call, Chance, Count, Execute, process, Redraw, Review, step_decode
 
@@ -40,9 +42,10 @@ def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.rev
              weak_step_scale: float = StepScales.weak_step_scale, start: tuple | None = None):
     """SpecAgent on ``task``; ``start``: a :class:`~.schedule.Boundary` state to resume from —
     (committed position, strong cached, strong unseen, weak cached, weak unseen) tokens.
-    ``rho``: fused repair tokens per recorded token of the replaced step; a correction turn (every
-    rejection's with ``repair="separate"``, at ``correction_rate`` with ``"fused"``) decodes
-    ``correction_rho`` times ``strong_step_scale`` per recorded token; ``weak_step_scale``: drafted
+    ``rho``: the fused repair, in strong steps (``rho`` times ``strong_step_scale`` decoded per
+    recorded token of the replaced step, :func:`costsim.formulas.repair_decode_scale`); a
+    correction turn (every rejection's with ``repair="separate"``, at ``correction_rate`` with
+    ``"fused"``) decodes ``correction_rho`` strong steps; ``weak_step_scale``: drafted
     tokens per recorded token (:func:`~.schedule.step_decode`)."""
     check_chunking(chunking)
     check_scale(weak_step_scale)
@@ -87,12 +90,13 @@ def schedule(task, K: int = O.K, chunking: str = O.chunking, review: str = O.rev
         a = yield Review(tuple(drafted))
         reject = a < n
         corrected = reject and (repair == "separate" or (correction_rate > 0 and (yield Chance(correction_rate))))
-        decode = verdict_tokens + (int(round(rho * drafted[a].output_tokens)) if reject and not corrected else 0)
+        decode = verdict_tokens + (step_decode(drafted[a], repair_decode_scale(rho, strong_step_scale))
+                                   if reject and not corrected else 0)
         yield Call("strong", s_pending + chunk, s_ctx, decode)
         yield _REVIEW
         if corrected:
             yield Call("strong", correction_tokens, s_ctx + s_pending + chunk + decode,
-                       int(round(correction_rho * strong_step_scale * drafted[a].output_tokens)))
+                       step_decode(drafted[a], repair_decode_scale(correction_rho, strong_step_scale)))
         committed = drafted[: a + 1] if reject else drafted
         if reject:
             yield _REJECTION
