@@ -91,6 +91,8 @@ SCENARIO_OPTIONS = {
     "strong_device": (_S, typer.Option(None, "--strong-device", help=f"Device of a strong replica: a profile name (costsim hardware list) or a TOML file of your own (README, 'Your own hardware') [{D.device}].")),
     "weak_device": (_S, typer.Option(None, "--weak-device", help=f"Device of a weak replica: a profile name or a TOML file [{D.device}].")),
     "strong_gpus": (_I, typer.Option(None, "--strong-gpus", help="Devices of a strong replica [as many as hold it].")),
+    "strong_dtype": (_S, typer.Option(None, "--strong-dtype", help=f"Strong weight precision [the checkpoint's own; {D.strong_dtype} for the default {D.strong}].")),
+    "weak_dtype": (_S, typer.Option(None, "--weak-dtype", help="Weak weight precision [the checkpoint's own].")),
     "engine": (_S, ENGINE), "weak_engine": (_S, WEAK_ENGINE), "expert_parallel": (bool, EXPERT_PARALLEL),
     "gpu_memory_utilization": (_F, GPU_MEMORY_UTILIZATION),
     "strong_replicas": (int, typer.Option(1, "--strong-replicas", help="Strong replicas.")),

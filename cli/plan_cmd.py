@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from costsim.api import PLAN_OPTIONS
-from costsim.config import DEPLOYMENTS, EDGE_CLOUD, ON_API, PLAN_SEARCH
+from costsim.config import EDGE_CLOUD, ON_API, PLAN_SEARCH
 
 from ._common import SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, warn, with_options, user_errors
 
@@ -21,7 +21,6 @@ def plan(
     protocols: Optional[str] = typer.Option(None, "--protocols", help=f"Protocols to search [{','.join(PLAN_SEARCH.protocols)}; with --api also {','.join(ON_API)}]."),
     edge_devices: str = typer.Option(EDGE_CLOUD.edge_device, "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
     ks: str = typer.Option(",".join(map(str, PLAN_SEARCH.Ks)), "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
-    strong_dtype: str = typer.Option(DEPLOYMENTS.strong_dtype, "--strong-dtype", help=f"Strong weight precision [{DEPLOYMENTS.strong_dtype}]."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(200, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
@@ -47,7 +46,7 @@ def plan(
             raise UserError(f"--figure {figure}: expected a .png file name")
     with user_errors(ValueError, OSError), Progress("planning", quiet=quiet) as bar:
         res = api.plan(task_rate, latency_p95=latency_p95, devices=devices, weak_devices=weak_devices, max_gpus=max_gpus,
-                       protocols=protocols, edge_devices=edge_devices, K=ks, strong_dtype=strong_dtype, price=price,
+                       protocols=protocols, edge_devices=edge_devices, K=ks, price=price,
                        trace=traces, tasks=tasks, confirm=confirm, workers=workers, scheduler=scheduler, state=state,
                        fresh=fresh, progress=bar.advance, on_warning=warn, **o)
     if figure:

@@ -10,7 +10,7 @@ from costsim.config import DEPLOYMENTS as D, SOURCES as SRC, WORKLOAD as W
 
 from ._common import SCENARIO_OPTIONS, dumps, protocol_flag, with_options, user_errors
 
-_SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine",
+_SHARED = ("K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype", "engine", "weak_engine",
            "expert_parallel", "gpu_memory_utilization", "strong_step_scale", "weak_step_scale", "json_out")
 
 
@@ -32,8 +32,6 @@ def predict(
     kappa: Optional[float] = typer.Option(None, help="Weak step time / strong step time."),
     write_rate: Optional[float] = typer.Option(None, "--write-rate", help="Per-step probability of a state-changing call; chunks end at writes, K-read chunks auto-commit."),
     batch: Optional[int] = typer.Option(None, help=f"Decode batch on each replica (concurrent sessions) [{D.batch}: {SRC['batch']}]."),
-    strong_dtype: Optional[str] = typer.Option(None, "--strong-dtype", help=f"Strong weight precision [{D.strong_dtype}]."),
-    weak_dtype: Optional[str] = typer.Option(None, "--weak-dtype", help=f"Weak weight precision [{D.weak_dtype}]."),
     step_tokens: Optional[float] = typer.Option(None, "--step-tokens", help=f"Mean tokens per agent step d̄ [{W.step_tokens:g}: {SRC['step_tokens']}]."),
     obs_tokens: Optional[float] = typer.Option(None, "--obs-tokens", help=f"Mean observation tokens per step [{W.obs_tokens:g}: {SRC['obs_tokens']}]."),
     context_tokens: Optional[float] = typer.Option(None, "--context-tokens", help=f"Typical context length [{W.context_tokens:g}: {SRC['context_tokens']}]."),
@@ -50,8 +48,7 @@ def predict(
     with user_errors(ValueError):
         r = api.predict(p_accept, steps=steps, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                         batch=batch, calibration=calibration, step_tokens=step_tokens, obs_tokens=obs_tokens,
-                        context_tokens=context_tokens, verdict_tokens=verdict_tokens, strong_dtype=strong_dtype,
-                        weak_dtype=weak_dtype, correction_rate=correction_rate, correction_rho=correction_rho, **o)
+                        context_tokens=context_tokens, verdict_tokens=verdict_tokens, correction_rate=correction_rate, correction_rho=correction_rho, **o)
     typer.echo(dumps(r.to_dict()) if json_out else render(r.data))
 
 

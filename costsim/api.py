@@ -223,7 +223,7 @@ class DeploymentsResult(Result):
 #: The scenario options of simulate and replay (capacity and plan take most of them), as the
 #: flags name them; None or absent: the scenario's default (:class:`costsim.scenario.Scenario`).
 SCENARIO_OPTIONS = ("p_accept", "K", "p_dist", "protocols", "sessions", "arrival_rate", "seed", "strong", "weak",
-                    "strong_device", "weak_device", "strong_gpus", "engine", "weak_engine", "expert_parallel",
+                    "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype", "engine", "weak_engine", "expert_parallel",
                     "gpu_memory_utilization", "strong_replicas", "weak_replicas", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "network_rtt", "calibration", "false_accept", "false_reject",
                     "escalate_p", "escalation_span", "spec_hit", "self_spec_hit", "api", "api_ttft", "api_tps",
@@ -368,7 +368,8 @@ def _tasks(trace, tasks: int, seed, warnings: Warnings) -> list:
 # --- capacity and plan ---------------------------------------------------------------------------------
 
 #: The scenario options capacity takes (the rest of simulate's are its own to set).
-CAPACITY_OPTIONS = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "engine",
+CAPACITY_OPTIONS = ("p_accept", "K", "strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype",
+                    "weak_dtype", "engine",
                     "weak_engine", "expert_parallel", "gpu_memory_utilization", "p_dist", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "api", "edge_device", "api_ttft", "api_tps", "seed",
                     "calibration")
@@ -435,7 +436,8 @@ def _names(text, flag: str) -> tuple[str, ...]:
 
 #: The scenario options plan takes (no --p-dist: the screen's expected calls are at one
 #: per-step acceptance rate).
-PLAN_OPTIONS = ("p_accept", "strong", "weak", "engine", "gpu_memory_utilization", "verdict_tokens", "tool_latency", "seed",
+PLAN_OPTIONS = ("p_accept", "strong", "weak", "strong_dtype", "weak_dtype", "engine", "gpu_memory_utilization",
+                "verdict_tokens", "tool_latency", "seed",
                 "api", "api_ttft", "api_tps")
 
 
@@ -469,7 +471,7 @@ class PlanResult(Result):
 
 
 def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_gpus=None, protocols=None,
-         edge_devices=None, K=None, strong_dtype=None, price=None, trace=None, tasks: int = 200, confirm: int = 3,
+         edge_devices=None, K=None, price=None, trace=None, tasks: int = 200, confirm: int = 3,
          workers=None, scheduler=None, state=None, fresh: bool = False, progress=None, on_warning=None,
          **options) -> PlanResult:
     """The cheapest fleet for ``task_rate`` tasks/s under a p95 target, searched over strong
@@ -482,8 +484,7 @@ def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_g
 
     from . import fleet_cost
     from . import planner as P
-    from .config import DEPLOYMENTS, EDGE_CLOUD, ON_API, PLAN_SEARCH
-    from .profiles import check_dtype
+    from .config import EDGE_CLOUD, ON_API, PLAN_SEARCH
     from .units import parse_rate, parse_seconds
 
     _options("plan", options, PLAN_OPTIONS)
@@ -502,11 +503,11 @@ def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_g
     names = P.check_protocols(_names(protocols if protocols is not None else default, "--protocols"),
                                         options.get("api"))
     ks = P.parse_ks(K) if isinstance(K, str) else tuple(K) if K is not None else PLAN_SEARCH.Ks
-    strong_dtype = check_dtype(strong_dtype or DEPLOYMENTS.strong_dtype)
     t0 = time.perf_counter()
     warnings = Warnings(on_warning)
     work = _tasks(trace, tasks, options.get("seed"), warnings)
     base = _scenario(options, work if trace else None)
+    strong_dtype = base.strong.weight_dtype  # the precision policy's (costsim.sizing.weight_dtype)
     dev = _names(devices if devices is not None else PLAN_SEARCH.devices, "--devices")
     wdev = _names(weak_devices, "--weak-devices") if weak_devices is not None else dev
     configs = P.configurations(base.strong.model, base.weak.model, dev, names, ks, options.get("engine"),

@@ -49,8 +49,7 @@ class Deployments:
     strong: str = "qwen3.5-397b-a17b"
     weak: str = "qwen3.5-4b"
     device: str = "h20"
-    strong_dtype: str = "fp8"
-    weak_dtype: str = "bf16"
+    strong_dtype: str = "fp8"     # the default strong model's; any other model's is its checkpoint's own
     engine: str = "vllm"
     batch: int = 16
 
@@ -60,8 +59,11 @@ DEPLOYMENT_SOURCES = {
     "strong": "paper: its strong model (Qwen3.5-397B-A17B)",
     "weak": "paper: its weak model (Qwen3.5-4B)",
     "device": "paper: the device of its balance-point caveat (B* about 37 on an H20)",
-    "strong_dtype": "assumption: the FP8 checkpoint, which fits one 8-GPU H20 node",
-    "weak_dtype": "assumption: the weak model served in BF16",
+    "strong_dtype": "assumption: the default strong model served from its FP8 checkpoint "
+                    "(Qwen/Qwen3.5-397B-A17B-FP8), which fits one 8-GPU H20 node; the precision policy "
+                    "(costsim.sizing.weight_dtype): a given --dtype/--strong-dtype/--weak-dtype, else this for the "
+                    "default strong model, else every model's checkpoint's own (its profile's default_dtype, a "
+                    "config.json's torch_dtype and quantization_config)",
     "engine": "assumption: both models served by vLLM (the paper names no engine)",
     "batch": "assumption: 16 concurrent sessions per replica",
 }

@@ -24,6 +24,18 @@ from .profiles import ApiEndpoint, Deployment, Device, Engine, ModelSpec, check_
 GPU_OPTIONS = (1, 2, 4, 8)
 
 
+def weight_dtype(model: ModelSpec, given: str | None = None, role: str = "") -> str:
+    """The precision policy, one rule for every command: ``given`` (``--dtype``,
+    ``--strong-dtype``, ``--weak-dtype``) where given; for the strong model of the default
+    deployment (``role`` "strong"), its FP8 checkpoint (``DEPLOYMENTS.strong_dtype``); else the
+    checkpoint's own (the model profile's ``default_dtype``, a config.json's)."""
+    if given:
+        return check_dtype(given)
+    if role == "strong" and model.name == load_model(DEPLOYMENTS.strong).name:
+        return DEPLOYMENTS.strong_dtype
+    return model.default_dtype
+
+
 def engine(name: str | None = None, gpu_memory_utilization: float | None = None) -> Engine:
     """The engine profile ``name`` (default: the default engine's), taking
     ``gpu_memory_utilization`` of each GPU's memory where given (vLLM's
@@ -54,9 +66,7 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
     se = _engine(engine, gpu_memory_utilization)
     we = _engine(weak_engine, gpu_memory_utilization) if weak_engine else se
-    sdt, wdt = strong_dtype or d.strong_dtype, weak_dtype or d.weak_dtype
-    for dt in (sdt, wdt):
-        check_dtype(dt)
+    sdt, wdt = weight_dtype(sm, strong_dtype, "strong"), weight_dtype(wm, weak_dtype)
     n = devices_to_hold(sm, sd, sdt, se) if strong_gpus is None else strong_gpus
     out = [Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
            Deployment(wm, wd, devices_to_hold(wm, wd, wdt, we), wdt, engine=we)]
@@ -75,7 +85,7 @@ def deployment(model: str, device: str, gpus: int | None = None, dtype: str | No
     ``dtype`` (the checkpoint's own where not given), under ``engine`` (taking
     ``gpu_memory_utilization`` of each GPU where given)."""
     m, d, eng = load_model(model), load_device(device), _engine(engine, gpu_memory_utilization)
-    dt = check_dtype(dtype or m.default_dtype)
+    dt = weight_dtype(m, dtype)
     return Deployment(m, d, gpus or devices_to_hold(m, d, dt, eng), dt, engine=eng, expert_parallel=expert_parallel)
 
 

@@ -115,12 +115,13 @@ def test_the_strong_gpus_chosen_hold_the_batch_not_only_the_weights():
     from costsim.prediction import predict
     from costsim.sizing import deployments
 
-    r = predict(p=0.8, K=6, strong="llama-3.1-70b")  # FP8 weights fit one H20; 16 sessions' KV do not
+    # FP8 weights fit one H20; 16 sessions' KV do not
+    r = predict(p=0.8, K=6, strong="llama-3.1-70b", strong_dtype="fp8")
     assert r["strong_deployment"]["n_devices"] == 2
-    one, _ = deployments(strong="llama-3.1-70b", strong_gpus=1)
+    one, _ = deployments(strong="llama-3.1-70b", strong_gpus=1, strong_dtype="fp8")
     assert max_sequences(one, 7720) < 16
     with pytest.raises(DoesNotFit, match=r"at most \d+ sequences at that context \(2 GPUs hold them\)"):
-        predict(p=0.8, K=6, strong="llama-3.1-70b", strong_gpus=1)
+        predict(p=0.8, K=6, strong="llama-3.1-70b", strong_gpus=1, strong_dtype="fp8")
 
 
 def test_a_correction_turn_mixes_into_rho_and_adds_its_call():
@@ -148,3 +149,30 @@ def test_beside_a_default_verdict_predict_shows_the_papers_vitabench_reading():
     assert pv["verdict_tokens"] == pytest.approx(pv["v_over_d"] * 340 - 1)
     assert pv["L"] > r["L"] and pv["best_K"] >= r["best_K"]  # dearer reviews: longer chunks pay
     assert predict(p=0.8, K=6, v_over_d=0.3)["paper_v_over_d"] is None  # a v/d given is not second-guessed
+
+
+def test_one_precision_policy_in_every_command():
+    # Given, else the default strong model's FP8 checkpoint, else the checkpoint's own: before,
+    # predict and simulate ran any strong model in FP8 while roofline ran it in its own BF16.
+    from costsim import api
+    from costsim.sizing import weight_dtype
+    from costsim.profiles import load_model
+
+    assert weight_dtype(load_model("qwen3.5-397b-a17b"), None, "strong") == "fp8"
+    assert weight_dtype(load_model("qwen3.5-397b-a17b")) == "bf16"  # as a model of its own: its checkpoint
+    assert weight_dtype(load_model("llama-3.1-70b"), None, "strong") == "bf16"
+    assert weight_dtype(load_model("llama-3.1-70b"), "fp8", "strong") == "fp8"
+    p = api.predict(0.8, 6, strong="llama-3.1-70b").to_dict()["strong_deployment"]
+    r = api.roofline("llama-3.1-70b", "h20", batch=1, context=1000).to_dict()
+    d = api.deployments(strong="llama-3.1-70b")["strong"]
+    assert p["dtype"] == r["dtype"] == d.weight_dtype == "bf16"
+    # and --strong-dtype / --weak-dtype on every command that costs a deployment
+    assert api.deployments(strong="qwen3-235b-a22b", strong_dtype="fp8", weak_dtype="fp8")["weak"].weight_dtype == "fp8"
+    code, out, err = run("simulate", "--tasks", "2", "--strong", "qwen3-235b-a22b", "--strong-dtype", "fp8",
+                         "--weak-dtype", "fp8", "--protocols", "strong-only")
+    assert code == 0 and "Qwen3-235B-A22B" in out and out.count("fp8 weights") == 2, (out, err)
+    import inspect
+    from costsim.api import CAPACITY_OPTIONS, PLAN_OPTIONS, SCENARIO_OPTIONS
+    for opts in (SCENARIO_OPTIONS, CAPACITY_OPTIONS, PLAN_OPTIONS):
+        assert {"strong_dtype", "weak_dtype"} <= set(opts)
+    assert "strong_dtype" in inspect.signature(api.predict).parameters

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..config import DEPLOYMENTS, EDGE_CLOUD, PLAN_SEARCH
+from ..config import EDGE_CLOUD, PLAN_SEARCH
 from ..formulas import MAX_K
 from ..profiles import Deployment, load_device
-from ..sizing import engine as engine_profile, strong_options, weak_deployment
+from ..sizing import engine as engine_profile, strong_options, weak_deployment, weight_dtype
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class Config:
 
 
 def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protocols=PLAN_SEARCH.protocols,
-                   Ks=PLAN_SEARCH.Ks, engine=None, strong_dtype=DEPLOYMENTS.strong_dtype,
-                   weak_dtype=DEPLOYMENTS.weak_dtype, max_gpus=None, weak_devices=None, api=None,
+                   Ks=PLAN_SEARCH.Ks, engine=None, strong_dtype=None, weak_dtype=None, max_gpus=None,
+                   weak_devices=None, api=None,
                    edge_devices=(EDGE_CLOUD.edge_device,), gpu_memory_utilization=None) -> list[Config]:
     """Every configuration to screen: for each strong device, each GPU count of
     :data:`costsim.sizing.GPU_OPTIONS` that holds the strong model (both tensor- and expert-parallel for MoE),
@@ -44,6 +44,7 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
     ``api`` profile, the edge-cloud protocols too: ``edge-cloud`` (SpecAgent, the weak model on
     each of ``edge_devices``, the strong one behind the API) per K, and ``cloud-strong-only``."""
     eng = engine_profile(engine, gpu_memory_utilization)
+    strong_dtype, weak_dtype = weight_dtype(strong_model, strong_dtype, "strong"), weight_dtype(weak_model, weak_dtype)
     strong_deps, weak_deps = [], []
     Ks = tuple(dict.fromkeys(Ks))  # a K, or a device by two of its names, is searched once
 
