@@ -580,9 +580,10 @@ def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, exp
     _finite("concurrency", concurrency, 1)
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
-    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization)
     ctx_held = input_len + output_len if concurrency is not None else context + (prefill or 0)
-    memory.require_fits(dep, concurrency if concurrency is not None else batch, ctx_held)
+    held = concurrency if concurrency is not None else batch
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization, held, ctx_held)
+    memory.require_fits(dep, held, ctx_held)
     coef = rl.coefficients(dep)
     head = {"model": dep.model.name, "device": dep.device.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,
             "expert_dtype": dep.expert_precision, "engine": dep.engine.name, "expert_parallel": expert_parallel,
@@ -678,7 +679,8 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
                             burstiness=burstiness, max_concurrency=max_concurrency, seed=seed)
     except ValueError as e:
         raise ValueError(f"--{str(e).replace('_', '-')}") from None
-    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization)
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization,
+                     max_concurrency, load.lengths[0] + load.lengths[1])
     coef, source = None, "the roofline of the deployment and the engine's fitted parameters"
     if calibration:
         fits = {w: (pre, dec, over) for w, pre, dec, over in endpoint_fits(load_calibration(calibration))}
@@ -872,7 +874,7 @@ def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, 
         raise ValueError(f"--context must be a finite number >= 0, got {context}")
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
-    dep = deployment(model, device, gpus, dtype, engine, gpu_memory_utilization=gpu_memory_utilization)
+    dep = deployment(model, device, gpus, dtype, engine, gpu_memory_utilization=gpu_memory_utilization, context=context)
     memory.require_fits(dep)
     eng, m = dep.engine, dep.model
     return MemoryResult({"device": dep.device.name, "model": m.name, "gpus": dep.n_devices, "dtype": dep.weight_dtype,

@@ -186,3 +186,27 @@ def test_docs_api_names_every_function_and_result():
               and (inspect.isfunction(v) or inspect.isclass(v)) and n not in ("to_jsonable", "Warnings")]
     missing = [n for n in public if f"{n}(" not in text and f"`{n}`" not in text and f"{n}:" not in text]
     assert not missing, missing
+
+
+def test_every_command_sizes_a_replica_by_one_rule():
+    # Before: predict sized Llama-3.1-70B in BF16 on H20 for its batch (4 GPUs), simulate for its
+    # weights (2), roofline refused a batch of 16 on its 2, and plan searched 8 GPUs for a model
+    # whose heads 8 cannot split. Now one rule (sizing.replica_gpus): the fewest GPUs holding the
+    # weights and 16 sessions at the workload's context, within a node, splitting the heads.
+    from costsim import api
+    from costsim.measured import measured_path
+    from costsim.planner.space import configurations
+    from costsim.profiles import load_model
+
+    flags = dict(strong="llama-3.1-70b", strong_device="h20")
+    p = api.predict(0.8, 6, **flags).to_dict()["strong_deployment"]["n_devices"]
+    s = api.deployments(**flags)["strong"].n_devices
+    r = api.roofline("llama-3.1-70b", "h20", batch=16, context=7720).to_dict()["gpus"]
+    cap = api.capacity(0.01, **flags, protocols="strong-only", tasks=20, tolerance=0.5, latency_p95="1h")["assumptions"][1]
+    plan = min(x.strong.n_devices for x in configurations(load_model("llama-3.1-70b"), load_model("qwen3.5-4b"), ("h20",),
+                                                          ("strong-only",), (6,)))
+    assert p == s == r == plan == 4 and cap.startswith("strong: Llama 3.1 70B") and "on 4x NVIDIA H20" in cap
+    qwen = str(measured_path().parent / "configs" / "Qwen2.5-7B-Instruct" / "config.json")  # 28 heads
+    counts = {x.strong.n_devices for x in configurations(load_model(qwen), load_model("qwen3.5-4b"), ("h100",),
+                                                         ("strong-only",), (6,))}
+    assert counts == {1, 2, 4}
