@@ -235,6 +235,17 @@ class Progress:
         self.close()
 
 
+#: The exit status of a plan or capacity that finds nothing meeting the target (its answer printed).
+TARGET_MISSED = 3
+
+
+def target_missed(line: str):
+    """Say on stderr that nothing meets the target, why in ``line``, and exit with
+    :data:`TARGET_MISSED` (the answer, printed already, says the rest)."""
+    print(f"costsim: no configuration meets the target: {line}", file=sys.stderr)
+    raise typer.Exit(TARGET_MISSED)
+
+
 def warn(line: str) -> None:
     """Say ``line`` on stderr as a warning (an API call's ``on_warning``)."""
     print(f"costsim: warning: {line}", file=sys.stderr)

@@ -9,7 +9,7 @@ import typer
 from costsim.api import CAPACITY_OPTIONS
 from costsim.config import ON_API
 
-from ._common import SCENARIO_OPTIONS, dumps, warn, with_options, user_errors
+from ._common import SCENARIO_OPTIONS, dumps, target_missed, warn, with_options, user_errors
 
 
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*CAPACITY_OPTIONS, "json_out")})
@@ -37,6 +37,9 @@ def capacity(
                            weak_price=weak_price, trace=traces, tasks=tasks, tolerance=tolerance, on_warning=warn,
                            **o)
     typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
+    if not any(r["meets_target"] for r in res["protocols"].values()):
+        target_missed(f"no protocol keeps the task-latency p95 within {res['latency_p95_target_s']:g} s at "
+                      f"{res['task_rate_per_s']:g} tasks/s")
 
 
 def _f(x, fmt="{:.3g}", none="-"):

@@ -9,7 +9,8 @@ import typer
 from costsim.api import PLAN_OPTIONS
 from costsim.config import EDGE_CLOUD, ON_API, PLAN_SEARCH
 
-from ._common import SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, warn, with_options, user_errors
+from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, target_missed, warn, with_options,
+                      user_errors)
 
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*PLAN_OPTIONS, "json_out")})
 def plan(
@@ -52,6 +53,8 @@ def plan(
     if figure:
         res.figure(figure)
     typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
+    if res["recommended"] is None:
+        target_missed(res["why_none"])
 
 
 def _where(c, strong: int, weak: int) -> str:

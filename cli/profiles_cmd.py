@@ -31,11 +31,14 @@ def _show(res, json_out: bool) -> None:
 
 
 @hardware_app.command("list")
-def hardware_list():
+def hardware_list(json_out: bool = typer.Option(False, "--json", help="Every profile's fields, as `hardware show --json` gives them.")):
     """List shipped device, serving-engine and API profiles."""
     from costsim import api
 
     hw = api.hardware()
+    if json_out:
+        typer.echo(dumps(hw.to_dict()))
+        return
     typer.echo("devices:")
     for n, d in hw["devices"].items():
         typer.echo(f"  {n:<14} {d.display_name}: {d.memory_gb:g} GB, {d.hbm_bandwidth_gbps:g} GB/s, "
@@ -91,10 +94,13 @@ def _capacity(res, json_out):
 
 
 @models_app.command("list")
-def models_list():
+def models_list(json_out: bool = typer.Option(False, "--json", help="Every profile's fields, as `models show --json` gives them.")):
     """List shipped model profiles."""
     from costsim import api
 
+    if json_out:
+        typer.echo(dumps(api.models().to_dict()))
+        return
     for n, m in api.models().items():
         moe = f", MoE {m.num_experts} experts top-{m.experts_per_token}" if m.is_moe else ""
         typer.echo(f"  {n:<22} {m.total_params_b:g}B total / {m.active_params_b:g}B active, {m.num_layers} layers{moe}")

@@ -830,12 +830,24 @@ class ProfileResult(Result):
         self.profile = profile
 
 
-def hardware() -> Result:
+class ProfilesResult(Result):
+    """Shipped profiles by name (grouped by kind for hardware); :meth:`to_dict` gives each as
+    `hardware show --json` / `models show --json` does (its fields, with ``sources``)."""
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict, is_dataclass
+
+        def out(x):
+            return asdict(x) if is_dataclass(x) else {k: out(v) for k, v in x.items()}
+        return to_jsonable(out(self.data))
+
+
+def hardware() -> ProfilesResult:
     """The shipped device, serving-engine and API profiles (``["devices"]``, ``["engines"]``,
     ``["apis"]``: name -> profile)."""
     from .profiles import load_api, load_device, load_engine, names
 
-    return Result({"devices": {n: load_device(n) for n in names("devices")},
+    return ProfilesResult({"devices": {n: load_device(n) for n in names("devices")},
                    "engines": {n: load_engine(n) for n in names("engines")},
                    "apis": {n: load_api(n) for n in names("apis")}})
 
@@ -887,11 +899,11 @@ def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, 
                         dep, memory.sequences_text(memory.sequences_held(dep, context), context))
 
 
-def models() -> Result:
+def models() -> ProfilesResult:
     """The shipped model profiles (name -> profile)."""
     from .profiles import load_model, names
 
-    return Result({n: load_model(n) for n in names("models")})
+    return ProfilesResult({n: load_model(n) for n in names("models")})
 
 
 def model(name: str) -> ProfileResult:

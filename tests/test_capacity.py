@@ -332,3 +332,14 @@ def test_a_bad_duration_names_its_flag():
         parse_seconds("0ms", "--timeout")
     assert run(["simulate", "--tasks", "2", "--tool-latency", "500ms", "--network-rtt", "50ms"]) == 0
     assert run(["simulate", "--tasks", "2", "--tool-latency", "5x"]) != 0
+
+
+def test_capacity_exits_3_when_nothing_meets_the_target(capsys):
+    # The answer is printed (each protocol's uncontended p95 above 5 s), then one line on stderr
+    # and exit 3: a script can tell "no fleet meets this" from success and from bad input (2).
+    argv = ["capacity", "--task-rate", "1/s", "--latency-p95", "5s", "--tasks", "40", "--tolerance", "0.2"]
+    assert run(argv) == 3
+    cap = capsys.readouterr()
+    assert "meets target" in cap.out
+    assert cap.err == "costsim: no configuration meets the target: no protocol keeps the task-latency p95 within 5 s at 1 tasks/s\n"
+    assert run(argv + ["--json"]) == 3 and json.loads(capsys.readouterr().out)["protocols"]

@@ -218,3 +218,21 @@ def test_a_4bit_checkpoints_bytes_count_its_scales_and_its_16bit_head(hf_config)
     dep = Deployment(m, load_device("h100"), 1, m.default_dtype)
     read = roofline.coefficients(dep).always_bytes
     assert read == pytest.approx((body) * (4 + 20 / 128) / 8 + 151936 * 5120 * 2)
+
+
+def test_the_list_commands_print_json_as_show_does(capsys):
+    # `hardware list --json` and `models list --json`: every profile, with the keys (and values)
+    # `show --json` gives it, one vocabulary for both.
+    import json
+
+    from costsim.cli.main import main
+
+    assert main(["hardware", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert set(listed) == {"devices", "engines", "apis"} and "h20" in listed["devices"] and "vllm" in listed["engines"]
+    assert main(["hardware", "show", "h20", "--json"]) == 0
+    assert listed["devices"]["h20"] == json.loads(capsys.readouterr().out)
+    assert main(["models", "list", "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)
+    assert main(["models", "show", "llama-3.1-8b", "--json"]) == 0
+    assert models["llama-3.1-8b"] == json.loads(capsys.readouterr().out)
