@@ -9,7 +9,7 @@ import typer
 from costsim.api import CAPACITY_OPTIONS
 from costsim.config import ON_API
 
-from ._common import SCENARIO_OPTIONS, dumps, target_missed, warn, with_options, user_errors
+from ._common import SCENARIO_OPTIONS, Progress, dumps, target_missed, warn, with_options, user_errors
 
 
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*CAPACITY_OPTIONS, "json_out")})
@@ -22,6 +22,7 @@ def capacity(
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     **o,
 ):
     """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.
@@ -32,10 +33,10 @@ def capacity(
     from costsim import api
 
     json_out = o.pop("json_out")
-    with user_errors(ValueError):
+    with user_errors(ValueError), Progress("sizing protocols", quiet=quiet) as bar:
         res = api.capacity(task_rate, latency_p95=latency_p95, protocols=protocols, strong_price=strong_price,
                            weak_price=weak_price, trace=traces, tasks=tasks, tolerance=tolerance, on_warning=warn,
-                           **o)
+                           progress=bar.advance, **o)
     typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
     if not any(r["meets_target"] for r in res["protocols"].values()):
         target_missed(f"no protocol keeps the task-latency p95 within {res['latency_p95_target_s']:g} s at "

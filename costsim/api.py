@@ -399,12 +399,13 @@ class CapacityResult(Result):
 
 def capacity(task_rate, *, latency_p95="60s", protocols: str = "strong-only,specagent", strong_price=None,
              weak_price=None, trace=None, tasks: int = 400, tolerance: float = 0.05, cells=None, on_warning=None,
-             **options) -> CapacityResult:
+             progress=None, **options) -> CapacityResult:
     """Replicas, sessions, batch against the balance point, latency and cost per 1,000 tasks for
     ``task_rate`` tasks/s (a number, or '2/s', '120/min') under a p95 target (seconds, or '60s',
     '2min'), per protocol, searched with the simulator. ``trace``: plan for recorded tasks
     instead of ``tasks`` synthetic ones; ``cells``: cells already searched (they do not depend
-    on the rate). ``options``: :data:`CAPACITY_OPTIONS`."""
+    on the rate). ``options``: :data:`CAPACITY_OPTIONS`. ``progress(k, total)`` is called as
+    each protocol is sized."""
     from . import capacity_search as cap
     from .units import parse_rate, parse_seconds
 
@@ -422,7 +423,7 @@ def capacity(task_rate, *, latency_p95="60s", protocols: str = "strong-only,spec
     work = _tasks(trace, tasks, options.get("seed"), warnings)
     sc = _scenario({**options, "protocols": names}, work if trace else None)
     res = cap.size_for_rate(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
-                            cells=cells, strong_price=strong_price, weak_price=weak_price)
+                            cells=cells, strong_price=strong_price, weak_price=weak_price, progress=progress)
     return CapacityResult(res, warnings)
 
 

@@ -314,11 +314,13 @@ def repeated(tasks, n: int) -> list:
 
 
 def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
-                  srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None) -> dict:
+                  srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None,
+                  progress=None) -> dict:
     """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.
 
     ``cells`` (protocol -> :class:`Cell`) skips the search when given (it does not depend on
-    ``task_rate``).
+    ``task_rate``). ``progress(k, total)`` is called as each protocol is sized (its cell
+    searched and its operating point simulated).
     """
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
@@ -360,6 +362,8 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=("strong-only
             res.update(fleet_cost.costs(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
                                         strong_price, weak_price))
         out[name] = res
+        if progress:
+            progress(1, len(protocols))
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
             "kv_limit_sequences": kv_limit, "kv_pool_bytes": kv_pool_bytes(sc.strong),

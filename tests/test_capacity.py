@@ -343,3 +343,14 @@ def test_capacity_exits_3_when_nothing_meets_the_target(capsys):
     assert "meets target" in cap.out
     assert cap.err == "costsim: no configuration meets the target: no protocol keeps the task-latency p95 within 5 s at 1 tasks/s\n"
     assert run(argv + ["--json"]) == 3 and json.loads(capsys.readouterr().out)["protocols"]
+
+
+def test_capacity_reports_progress_per_protocol_and_takes_q():
+    # A capacity run is a minute of simulation: the API reports each protocol sized, the CLI
+    # draws it as a bar on a terminal (none in a pipe, none with -q).
+    from costsim import api
+
+    seen = []
+    api.capacity(1.0, latency_p95=300, tasks=40, tolerance=0.3, progress=lambda k, total=None: seen.append((k, total)))
+    assert seen == [(1, 2), (1, 2)]
+    assert run(["capacity", "--task-rate", "1/s", "--latency-p95", "300s", "--tasks", "40", "--tolerance", "0.3", "-q"]) == 0
