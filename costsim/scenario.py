@@ -159,13 +159,11 @@ class Scenario:
     # overhead_s), ...) for which in "strong", "weak"; replaces the roofline's times for them.
     calibration: tuple = ()
 
-
     def limits(self, dep: Deployment) -> tuple[int, int]:
         """The scheduler's limits of a replica of ``dep``: (token budget of an iteration, most
         sequences running), the scenario's where set, else the engine's on that device
         (``max_batched_tokens`` and ``max_seqs``, :class:`costsim.profiles.Engine`)."""
         return self.token_budget or dep.token_budget, self.max_seqs or dep.max_seqs
-
 
 
 #: Scenario fields passed to every protocol as options (each takes those it knows).
