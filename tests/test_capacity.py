@@ -354,3 +354,15 @@ def test_capacity_reports_progress_per_protocol_and_takes_q():
     api.capacity(1.0, latency_p95=300, tasks=40, tolerance=0.3, progress=lambda k, total=None: seen.append((k, total)))
     assert seen == [(1, 2), (1, 2)]
     assert run(["capacity", "--task-rate", "1/s", "--latency-p95", "300s", "--tasks", "40", "--tolerance", "0.3", "-q"]) == 0
+
+
+def test_an_infeasible_protocol_has_the_feasible_ones_keys():
+    # A protocol no replica count makes meet the target still has every key a table or a
+    # notebook reads (gpus, cost, latency), as None.
+    from costsim import api
+
+    res = api.capacity(1.0, latency_p95="5s", tasks=40, tolerance=0.3)
+    feasible = api.capacity(1.0, latency_p95="300s", tasks=40, tolerance=0.3, cells=None)
+    for name, r in res["protocols"].items():
+        assert not r["feasible"] and r["gpus"] is None and r["cost_per_1k_tasks"] is None
+        assert {"gpus", "gpu_hours_per_1k_tasks", "cost_per_1k_tasks", "latency_p95_s"} <= set(feasible["protocols"][name])
