@@ -491,14 +491,16 @@ def _device_has_own(kind: str, c: Case) -> bool:
     return any(f"{kind}@{key}" in SHARED for key in (d.name, d.family))
 
 
-#: The fit cases a per-engine parameter acts on, where not all: its bandwidth fraction off the
-#: devices that have their own, its MoE latency by how the experts are laid out, its 4-bit
-#: kernels' bandwidth.
-ACTS_ON = {"bandwidth_fraction": lambda c: not _device_has_own("bandwidth_fraction", c),
+#: The fit cases a per-engine parameter acts on, where not all (:func:`costsim.roofline.bandwidth_fraction`):
+#: its bandwidth fraction and its 4-bit kernels' off the devices that have their own, its MoE
+#: latency by how the experts are laid out.
+ACTS_ON = {"bandwidth_fraction": lambda c: not _device_has_own("bandwidth_fraction", c)
+                                         and not c.weight_dtype.startswith("int4"),
            "moe_layer_latency_us": lambda c: c.group == "moe-1gpu",
            "moe_tp_layer_latency_us": lambda c: c.group == "moe-multi" and not c.expert_parallel,
            "moe_ep_layer_latency_us": lambda c: c.group == "moe-multi" and c.expert_parallel,
-           "int4_bandwidth_fraction": lambda c: c.weight_dtype.startswith("int4")}
+           "int4_bandwidth_fraction": lambda c: c.weight_dtype.startswith("int4")
+                                              and not _device_has_own("bandwidth_fraction", c)}
 #: Runs an engine needs of its own, among the fit cases a parameter acts on, to have that
 #: parameter of its own: with fewer, one run (often one figure) would set it alone. An MoE
 #: latency it lacks is then one shared by the engines that lack it, fitted on their runs of that

@@ -266,13 +266,15 @@ def _internode(dev, m, n) -> float:
 
 
 def bandwidth_fraction(dep: Deployment) -> float:
-    """The share of peak bandwidth the engine's decode reaches on this deployment: its 4-bit
-    weight-only kernels' where the weights are 4-bit integers and the engine has a figure for
-    them, else its fraction on the device."""
-    eng = dep.engine
-    if eng.int4_bandwidth_fraction and dep.weight_dtype.startswith("int4"):
+    """The share of peak bandwidth the engine's decode reaches on this deployment: the device's
+    own where its profile (``families``) has one (the H20's, the Ada cards': measured on the
+    device, it holds for every precision); else its 4-bit weight-only kernels' where the weights
+    are 4-bit integers and the engine has a figure for them; else the engine's fraction."""
+    eng, dev = dep.engine, dep.device
+    own = any("bandwidth_fraction" in eng.families.get(key, {}) for key in (dev.name, dev.family))
+    if eng.int4_bandwidth_fraction and dep.weight_dtype.startswith("int4") and not own:
         return eng.int4_bandwidth_fraction
-    return eng.fraction("bandwidth_fraction", dep.device)
+    return eng.fraction("bandwidth_fraction", dev)
 
 
 def moe_layer_us(dep: Deployment) -> float:

@@ -237,8 +237,11 @@ def test_an_engine_has_a_parameter_of_its_own_only_with_runs_to_fit_it(cases):
     assert ("vllm", "moe_tp_layer_latency_us") in slots and ("sglang", "moe_tp_layer_latency_us") not in slots
     assert (None, "moe_tp_layer_latency_us") in slots  # sglang's, fitted on its own two runs
     assert not any(k == "int4_bandwidth_fraction" for _, k in slots)
-    int4 = [case(30 + i, "vllm", group="dense-1gpu", dtype="int4-g128") for i in range(v.MIN_RUNS)]
+    int4 = [replace(case(30 + i, "vllm", group="dense-1gpu", dtype="int4-g128"), device="a100-80gb")
+            for i in range(v.MIN_RUNS)]
     assert ("vllm", "int4_bandwidth_fraction") in v.fit_parameters(many + int4)
+    # a device with a fraction of its own takes it for 4-bit weights too (roofline.bandwidth_fraction)
+    assert ("vllm", "int4_bandwidth_fraction") not in v.fit_parameters(many + [replace(c, device="h20") for c in int4])
     # Off the devices with a fraction of their own, an engine's bandwidth fraction acts.
     on_ada = [replace(c, device="rtx-4090") for c in many]
     assert ("vllm", "bandwidth_fraction") not in v.fit_parameters(on_ada)

@@ -383,3 +383,13 @@ def test_confirmation_goes_on_while_an_unconfirmed_candidate_could_be_cheaper(mo
     asked.clear()
     P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
     assert asked == [3.0, 3.5, 3.8][:P.CONFIRM_AT_MOST]
+
+
+def test_plan_leaves_out_counts_a_device_cannot_span():
+    # Llama-3.1-405B needs 32 L40S for its weights, and the L40S profile has no network between
+    # nodes to cost them on: plan searches the H100's counts and leaves the L40S out, where it
+    # failed with the roofline's refusal.
+    from costsim.profiles import load_model
+
+    cs = P.configurations(load_model("llama-3.1-405b"), load_model("llama-3.1-8b"), ("h100", "l40s"), ("strong-only",), (6,))
+    assert cs and {c.strong.device.name for c in cs} == {"h100-sxm"}

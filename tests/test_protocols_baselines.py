@@ -376,6 +376,15 @@ def test_rho_is_the_repair_in_strong_steps_everywhere():
 
     at = {rho: predict(0.8, 6, strong_step_scale=2.47, rho=rho).to_dict() for rho in (None, 1.0, 2.0)}
     assert at[None]["rho"] == at[1.0]["rho"] == 1.0 and at[None]["R"] == at[1.0]["R"] < at[2.0]["R"]
+    # and the roofline's rho in time: a repair of one strong step costs about one strong step at
+    # any scale (the decode of 2x the tokens against a strong step's 2x), not 2 (scaled twice)
+    from costsim import roofline
+    from costsim.sizing import deployments
+
+    s, w = deployments()
+    for scale in (1.0, 2.0):
+        pp = roofline.protocol_parameters(s, w, [6], 340, 175, 24, 1.0, 7720, strong_step_scale=scale)
+        assert 0.9 < pp.rho["time"] < 1.0
 
 
 def test_a_cascade_traces_step_tokens_per_model_become_the_step_scales():

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from ..config import EDGE_CLOUD, PLAN_SEARCH
 from ..formulas import MAX_K
 from ..profiles import Deployment, load_device
-from ..sizing import engine as engine_profile, strong_options, weak_deployment, weight_dtype
+from ..memory import DoesNotFit
+from ..sizing import engine as engine_profile, spans, strong_options, weak_deployment, weight_dtype
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,11 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
     for dev in resolved(devices, strong_dtype):
         strong_deps += strong_options(strong_model, dev, strong_dtype, eng, max_gpus)
     for dev in resolved(weak_devices or devices, weak_dtype):
-        w = weak_deployment(weak_model, dev, weak_dtype, eng)
-        if not max_gpus or w.n_devices <= max_gpus:
+        try:
+            w = weak_deployment(weak_model, dev, weak_dtype, eng)
+        except DoesNotFit:  # its weights fit no head-splitting count of this device
+            continue
+        if (not max_gpus or w.n_devices <= max_gpus) and spans(dev, w.n_devices):
             weak_deps.append(w)
     out = []
     for p in protocols:
@@ -67,7 +71,8 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
         elif p == "cloud-strong-only":
             out += [Config(p, None, None, 0, api)] if api else []
         elif p == "edge-cloud":
-            edge = [weak_deployment(weak_model, d, weak_dtype, eng) for d in resolved(edge_devices, weak_dtype)]
+            edge = [e for e in (weak_deployment(weak_model, d, weak_dtype, eng) for d in resolved(edge_devices, weak_dtype))
+                    if spans(e.device, e.n_devices)]
             out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
         else:
             out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]
