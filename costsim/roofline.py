@@ -259,7 +259,7 @@ class Coefficients:
 def _internode(dev, m, n) -> float:
     """The device profile's inter-node link (GB/s per GPU, both directions), or a one-line
     refusal where it has none."""
-    if not (dev.internode_bandwidth_gbps > 0 and dev.internode_latency_us > 0):
+    if not dev.can_span(n):
         raise ProfileError(f"{m.name} on {n}x {dev.name} spans more than a node of {dev.gpus_per_node}: the profile has no "
                            "internode_bandwidth_gbps and internode_latency_us to cost its collectives on")
     return dev.internode_bandwidth_gbps

@@ -122,14 +122,8 @@ def strong_options(model: ModelSpec, device: Device, dtype: str, engine: Engine,
         return []
     return [Deployment(model, device, n, dtype, engine=engine, expert_parallel=ep)
             for n in sorted({least, *GPU_OPTIONS}) if n >= least and not (max_gpus and n > max_gpus)
-            and model.num_attention_heads % n == 0 and spans(device, n)
+            and model.num_attention_heads % n == 0 and device.can_span(n)
             for ep in ((False, True) if model.is_moe and n > 1 else (False,))]
-
-
-def spans(device: Device, n: int) -> bool:
-    """Whether a replica can span ``n`` of ``device``: within a node, or across nodes where the
-    profile has a network to cost the collectives on (:func:`costsim.roofline.coefficients`)."""
-    return n <= device.gpus_per_node or (device.internode_bandwidth_gbps > 0 and device.internode_latency_us > 0)
 
 
 def weak_deployment(model: ModelSpec, device: Device, dtype: str, engine: Engine) -> Deployment:

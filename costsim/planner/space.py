@@ -9,7 +9,7 @@ from ..config import EDGE_CLOUD, PLAN_SEARCH
 from ..formulas import MAX_K
 from ..profiles import Deployment, load_device
 from ..memory import DoesNotFit
-from ..sizing import engine as engine_profile, spans, strong_options, weak_deployment, weight_dtype
+from ..sizing import engine as engine_profile, strong_options, weak_deployment, weight_dtype
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
             w = weak_deployment(weak_model, dev, weak_dtype, eng)
         except DoesNotFit:  # its weights fit no head-splitting count of this device
             continue
-        if (not max_gpus or w.n_devices <= max_gpus) and spans(dev, w.n_devices):
+        if (not max_gpus or w.n_devices <= max_gpus) and dev.can_span(w.n_devices):
             weak_deps.append(w)
     out = []
     for p in protocols:
@@ -72,7 +72,7 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
             out += [Config(p, None, None, 0, api)] if api else []
         elif p == "edge-cloud":
             edge = [e for e in (weak_deployment(weak_model, d, weak_dtype, eng) for d in resolved(edge_devices, weak_dtype))
-                    if spans(e.device, e.n_devices)]
+                    if e.device.can_span(e.n_devices)]
             out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
         else:
             out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]

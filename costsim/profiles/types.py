@@ -87,6 +87,11 @@ class Device:
             return ""
         return str(self.sources.get("price_per_hour_usd", self.source))
 
+    def can_span(self, n: int) -> bool:
+        """Whether one replica can span ``n`` of these GPUs: within a node (``gpus_per_node``),
+        or across nodes where the profile has the network to cost its collectives on."""
+        return n <= self.gpus_per_node or (self.internode_bandwidth_gbps > 0 and self.internode_latency_us > 0)
+
     def cannot_run(self, dtype: str) -> str:
         """Why this device cannot run weights in ``dtype`` ('' if it can). FP8 and MXFP4 run
         everywhere (weight-only kernels, BF16 compute, where a part lacks the tensor format:
