@@ -327,7 +327,7 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=("strong-only
     if not srch.latency_p95_s > 0:
         raise ValueError(f"--latency-p95 must be > 0 s, got {srch.latency_p95_s}")
     cells = dict(cells or {})
-    ctx = step_shape(tasks)[2]  # the tasks' median context: where B* is quoted
+    ctx = step_shape(tasks)[2]  # the tasks' typical context: where B* is quoted
     b_star = roofline.balance_batch(sc.strong, ctx)
     kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
     out = {}

@@ -16,12 +16,15 @@ from typing import ClassVar
 @dataclass(frozen=True)
 class Workload:
     """The workload shape every command assumes when the user gives none (each with its
-    source in :data:`WORKLOAD_SOURCES`); tokens per step, per observation, per verdict."""
+    source in :data:`WORKLOAD_SOURCES`); tokens per step, per observation, per verdict.
+    The step is the typical step of the recorded tau²-Bench Airline run by the one rule every
+    command applies to a trace (:func:`costsim.traces.stats.step_shape`: the means over its
+    model calls, the paper's d̄ = "mean step length"), to whole tokens."""
 
     steps_per_task: float = 13.8
-    step_tokens: float = 340.0
-    obs_tokens: float = 175.0
-    context_tokens: float = 7720.0
+    step_tokens: float = 418.0
+    obs_tokens: float = 181.0
+    context_tokens: float = 8219.0
     verdict_tokens: float = 24.0
     K: int = 6
     rho: float = 1.0
@@ -30,11 +33,11 @@ class Workload:
 WORKLOAD = Workload()
 WORKLOAD_SOURCES = {
     "steps_per_task": "paper: Strong-only strong calls per task on tau² Airline",
-    "step_tokens": "median completion tokens over the 467 agent calls of the recorded tau²-Bench Airline run",
-    "obs_tokens": "median tool result of that run, ceil(chars/4) over its 371 tool calls: 174; 175, declared "
-                  "before that recount, is kept (at 174 predict's ratios agree to 4 decimals, its best-K L_u "
-                  "moves by 1e-4)",
-    "context_tokens": "median prompt tokens over the 467 agent calls of that run",
+    "step_tokens": "mean completion tokens over the 467 agent calls of the recorded tau²-Bench Airline run "
+                   "(418.02; the paper's d̄ is the mean step length)",
+    "obs_tokens": "mean observation per agent call of that run: what comes back after a call (its tool "
+                  "results and the user's replies, ceil(chars/4)) over its 467 calls (181.47)",
+    "context_tokens": "mean prompt tokens over the 467 agent calls of that run (8,219.13)",
     "verdict_tokens": "assumption: a verdict (j, short reason) of ~24 tokens",
     "K": "paper: the chunk size of its tau² runs",
     "rho": "assumption: fused repair decodes one replacement step (≈ d̄ tokens)",

@@ -355,6 +355,16 @@ METRIC_WORDS = {"ttft": "TTFT (means and medians)", "tpot-itl": "TPOT and ITL", 
                 "throughput": "throughput", "p99": "99th percentiles"}
 
 
+def cost_model_workload() -> str:
+    """The workload rows of docs/cost-model.md's defaults table: config.WORKLOAD and its sources."""
+    from .config import WORKLOAD, WORKLOAD_SOURCES
+
+    rows = (("steps per task", "steps_per_task"), ("step tokens d̄", "step_tokens"),
+            ("observation tokens", "obs_tokens"), ("context", "context_tokens"),
+            ("verdict tokens", "verdict_tokens"), ("rho", "rho"))
+    return "".join(f"| {label} | {getattr(WORKLOAD, k):,g} | {WORKLOAD_SOURCES[k]} |\n" for label, k in rows)
+
+
 def readme_bench() -> str:
     from . import measured
 
@@ -419,6 +429,7 @@ BLOCKS = {
     "cost-model-families": cost_model_families,
     "measured-counts": measured_counts,
     "readme-bench": readme_bench,
+    "cost-model-workload": cost_model_workload,
     "cost-model-twin": cost_model_twin,
 }
 

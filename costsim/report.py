@@ -51,7 +51,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     (:func:`accept_rate`).
 
     ``R`` and ``L`` take v/d, rho and kappa from the roofline for the tasks' mean step and
-    observation lengths and median context, uncontended (batch 1): R in strong HBM bytes, L in
+    observation lengths and mean context (the typical step, :func:`step_shape`), uncontended (batch 1): R in strong HBM bytes, L in
     time — the currencies the simulator measures. ``R_passes`` and ``L_passes`` are the
     paper's pass counting (v = 1 prefill pass + verdict tokens, d = mean step tokens). It
     assumes a rejected chunk is redrawn (a fixed path drafts and reviews its steps again), one
@@ -96,7 +96,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
             "assumption": f"renewal over the tasks' chunk lengths ({rule} chunking, "
                           f"{'every chunk' if opts.get('review') == 'all' else 'held chunks'} reviewed, "
                           f"every draft accepted), independent acceptance {accept_words}, roofline v/d, rho, "
-                          "kappa at batch 1 for mean step/observation tokens and median context"
+                          "kappa at batch 1 at the typical step: mean step, observation and context tokens"
                           + (f"; {c_rate:.0%} of rejections repaired in a correction turn of their own" if c_rate else "")}
 
 

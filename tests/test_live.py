@@ -233,7 +233,7 @@ def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     assert out["kappa"] == pytest.approx(cal.ratios["kappa"])
     assert out["sources"]["kappa"].startswith("calibration")
     # In text, measured ratios are not called weight passes, and a workload unlike the
-    # calibration's (its steps of LOCAL_SHAPES's size against predict's 340) is pointed out.
+    # calibration's (its steps of LOCAL_SHAPES's size against predict's 418) is pointed out.
     assert main(["predict", "--p-accept", "0.8", "--K", "6", "--calibration", str(path)]) == 0
     text = capsys.readouterr().out
     assert "Calibrated (the paper's formulas; measured time ratios: v/d, rho, kappa)" in text
@@ -241,7 +241,7 @@ def test_calibration_toml_round_trip_and_predict_reads_it(tmp_path, capsys):
     assert "(measured time ratio)" in text and "weight passes   calibration" not in text
     assert "the roofline section uses the device and engine profiles" in text
     d_cal = res["workload"]["step_tokens"]
-    assert (f"the calibration measured {d_cal:g}-token steps" in text) == (not 0.5 <= 340 / d_cal <= 2.0)
+    assert (f"the calibration measured {d_cal:g}-token steps" in text) == (not 0.5 <= 418 / d_cal <= 2.0)
 
 
 def test_public_url_drops_credentials():
@@ -614,16 +614,16 @@ def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsy
     assert "[weak] per-token times must be > 0" in err and err.count("\n") == 1
 
 
-def test_workload_from_a_trace_takes_its_medians_and_flags_win():
-    import statistics
-
+def test_workload_from_a_trace_takes_its_typical_step_and_flags_win():
     from costsim.live.probes import call_shapes
     from costsim.traces import load
 
-    steps = [s for t in load("tau2-airline").tasks for s in t.steps]
+    # The one typical-step rule (traces.stats.step_shape): means over the model calls, not
+    # medians over the tool steps (before: 203 / 83 tokens on the Airline run, against 418 / 181).
+    calls = [c for t in load("tau2-airline").tasks for c in t.calls]
     w = call_shapes(trace="tau2-airline")
-    assert w.step_tokens == round(statistics.median(s.output_tokens for s in steps))
-    assert w.obs_tokens == round(statistics.median(s.observation_tokens for s in steps))
+    assert w.step_tokens == round(sum(c.output_tokens for c in calls) / len(calls)) == 418
+    assert w.obs_tokens == round(sum(c.observation_tokens for c in calls) / len(calls)) == 181
     assert call_shapes(False, 6, 50, trace="tau2-airline").step_tokens == 50
     assert call_shapes(True) == LOCAL_SHAPES
     with pytest.raises(ValueError, match="no such file|No such file"):

@@ -13,7 +13,7 @@ def test_predict_default_values_are_the_formulas(capsys):
                 "rho", "kappa", "n", "balance_batch", "regime", "break_even_kappa", "best_K"):
         assert key in r
     vd, rho, kappa = r["v_over_d"], r["rho"], r["kappa"]
-    assert vd == pytest.approx((1 + 24) / 340)  # default: 1 prefill pass + 24 verdict tokens / 340-token step
+    assert vd == pytest.approx((1 + 24) / 418)  # default: 1 prefill pass + 24 verdict tokens / 418-token step
     assert r["R"] == pytest.approx(float(formulas.R(0.8, 6, vd, rho)))
     assert r["L"] == pytest.approx(float(formulas.L(0.8, 6, vd, rho, kappa)))
     assert r["commits_per_review"] == pytest.approx((1 - 0.8**6) / 0.2)
@@ -119,7 +119,7 @@ def test_the_strong_gpus_chosen_hold_the_batch_not_only_the_weights():
     r = predict(p=0.8, K=6, strong="llama-3.1-70b", strong_dtype="fp8")
     assert r["strong_deployment"]["n_devices"] == 2
     one, _ = deployments(strong="llama-3.1-70b", strong_gpus=1, strong_dtype="fp8")
-    assert max_sequences(one, 7720) < 16
+    assert max_sequences(one, 8219) < 16
     with pytest.raises(DoesNotFit, match=r"at most \d+ sequences at that context \(2 GPUs hold them\)"):
         predict(p=0.8, K=6, strong="llama-3.1-70b", strong_gpus=1, strong_dtype="fp8")
 
@@ -129,7 +129,7 @@ def test_a_correction_turn_mixes_into_rho_and_adds_its_call():
     from costsim.prediction import predict
 
     base, mixed = predict(p=0.8, K=6), predict(p=0.8, K=6, correction_rate=0.5, correction_rho=1.5)
-    d = 340.0  # the default strong step, tokens: a correction turn is 1 prefill pass + 1.5 steps
+    d = 418.0  # the default strong step, tokens: a correction turn is 1 prefill pass + 1.5 steps
     assert mixed["rho_per_rejection"] == pytest.approx(0.5 * 1.0 + 0.5 * (1.5 + 1 / d))
     assert mixed["R"] == pytest.approx(float(formulas.R(0.8, 6, mixed["v_over_d"], mixed["rho_per_rejection"])))
     # one more strong call per corrected rejection: (1 - p) rejections per committed step
@@ -146,7 +146,7 @@ def test_beside_a_default_verdict_predict_shows_the_papers_vitabench_reading():
     # half the published strong share (0.28) over VitaBench's strong calls ratio (8.2 / 21.9): its
     # verdicts' half of the share, per review (the fit meets the calls ratio exactly).
     assert pv["v_over_d"] == pytest.approx(0.14 * 21.9 / 8.2, rel=1e-9)
-    assert pv["verdict_tokens"] == pytest.approx(pv["v_over_d"] * 340 - 1)
+    assert pv["verdict_tokens"] == pytest.approx(pv["v_over_d"] * 418 - 1)
     assert pv["L"] > r["L"] and pv["best_K"] >= r["best_K"]  # dearer reviews: longer chunks pay
     assert predict(p=0.8, K=6, v_over_d=0.3)["paper_v_over_d"] is None  # a v/d given is not second-guessed
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..paper import TAU2_K, TAU2_P
+from ..config import WORKLOAD
 from ..files import write_atomic
 from ..protocols.chunking import DEFAULT_CHUNKING
 from .experiments import BALANCE_SESSIONS, CAPACITY_P95_S, CAPACITY_TASKS, PASS_COUNTING_OBS, STEP_TOKENS, VD_PASSES, VERDICT_TOKENS
@@ -230,8 +231,8 @@ def pass_counting(df):
     axes[1].set_ylabel("$R_u$ in roofline time / $R_u$ by pass counting")
     axes[1].set_title("(b) how optimistic pass counting is, K = 6")
     axes[1].legend(fontsize=8, loc="upper left")
-    fig.suptitle("Pass counting versus the roofline: Qwen3.5-397B-A17B FP8 on 8 GPUs, batch 16, 7,720-token context, "
-                 "340-token steps", fontsize=9.5)
+    fig.suptitle("Pass counting versus the roofline: Qwen3.5-397B-A17B FP8 on 8 GPUs, batch 16, "
+                 f"{WORKLOAD.context_tokens:,.0f}-token context, {WORKLOAD.step_tokens:,.0f}-token steps", fontsize=9.5)
     fig.tight_layout()
     return fig
 

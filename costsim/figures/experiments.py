@@ -17,7 +17,7 @@ from ..config import DEPLOYMENTS, WORKLOAD
 from ..paper import TAU2_K, TAU2_P, implied_strong_step_scale, tau2_benchmarks
 from ..traces.stats import step_shape
 
-#: Pass counting's v/d (predict's default): (1 prefill pass + 24 verdict tokens) / 340-token step.
+#: Pass counting's v/d (predict's default): (1 prefill pass + the verdict's tokens) / the workload's step.
 STEP_TOKENS, VERDICT_TOKENS = WORKLOAD.step_tokens, WORKLOAD.verdict_tokens
 VD_PASSES = float(formulas.v_over_d_passes(VERDICT_TOKENS, STEP_TOKENS))
 
@@ -96,7 +96,7 @@ def balance_runs(devices=("h20", "h100", "b200"), sessions=BALANCE_SESSIONS, pro
         dev = load_device(dev_name)
         fewest = Deployment(m70, dev, devices_to_hold(m70, dev, "bf16"), "bf16")
         # The fewest GPUs that hold the weights may hold too little KV to reach a finite B*:
-        # double them until the pool holds B* sequences at the tasks' median context (at most 8).
+        # double them until the pool holds B* sequences at the tasks' mean context (at most 8).
         strong = fewest
         while (math.isfinite(roofline.balance_batch(strong, ctx)) and strong.n_devices < 8
                and max_sequences(strong, ctx) < roofline.balance_batch(strong, ctx)):
@@ -131,7 +131,7 @@ def balance_point() -> pd.DataFrame:
     rows = [(dev, q["sessions"], q["batch"], q["spec_batch"], q["R_time"], q["R_time_lo"], q["R_time_hi"], q["R"],
              r["B_star"], r["B_star_paper"], r["kv_limit"]) for dev, r in runs.items() for q in r["points"]]
     s, _ = deployments(strong_device="h20")
-    moe = {ctx: roofline.balance_batch(s, ctx) for ctx in (0, 1500, 7720, 32000)}
+    moe = {ctx: roofline.balance_batch(s, ctx) for ctx in (0, 1500, int(WORKLOAD.context_tokens), 32000)}
     result = {"runs": {k: {**{kk: vv for kk, vv in v.items() if kk != "deployment"}, "gpus": v["deployment"].n_devices}
                        for k, v in runs.items()}, "moe": moe, "moe_B_star_paper": float(roofline.balance_batch_paper(s))}
     return _frame(["device", "sessions", "strong_only_batch", "specagent_batch", "R_time", "R_time_lo", "R_time_hi",
@@ -200,7 +200,7 @@ def capacity() -> pd.DataFrame:
 
 # --- 5. pass counting versus roofline time ----------------------------------------------------------------
 
-PASS_COUNTING_OBS = (175, 1000, 2000)
+PASS_COUNTING_OBS = (int(WORKLOAD.obs_tokens), 1000, 2000)
 
 
 def pass_counting() -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..config import WORKLOAD
 from ..paper import TAU2_K, TAU2_P, published
 from ..protocols.chunking import DEFAULT_CHUNKING, RULE_WORDS
 from .experiments import BALANCE_SESSIONS, CAPACITY_P95_S, CAPACITY_TASKS, VD_PASSES, VERDICT_TOKENS, crossing
@@ -146,7 +147,7 @@ def index(done: dict) -> str:
         f"{BALANCE_SESSIONS[0]} to {BALANCE_SESSIONS[-1]}",
         "closed-loop sessions on one strong replica, max(60, 2·sessions) tasks per point, seed 4. Every batch",
         "is held within the replica's KV pool (the simulator admits a call only when its KV fits; the dotted",
-        "lines mark how many sequences fit at the median context). The GPU counts are the fewest that hold",
+        "lines mark how many sequences fit at the tasks' mean context). The GPU counts are the fewest that hold",
         "the weights and, where B* is finite, B* sequences: "
         + "; ".join(f"on {r['fewest_gpus']}× {d.upper()}, the fewest that hold the weights, the pool holds "
                     f"{r['fewest_kv_limit']} sequences against a B* of "
@@ -156,7 +157,7 @@ def index(done: dict) -> str:
                     for d, r in runs.items() if r['fewest_gpus'] != r['gpus'])
         + ". On H20",
         f"R in time goes from {h20[0]['R_time']:.2f} at 1 session to {h20[-1]['R_time']:.2f} at 256 as the batch "
-        f"passes B* ≈ {runs['h20']['B_star']:.0f} (roofline, at the tasks' median context of "
+        f"passes B* ≈ {runs['h20']['B_star']:.0f} (roofline, at the tasks' mean context of "
         f"{runs['h20']['context']:.0f} tokens; the peak-FLOPs/bandwidth form, costsim's reading of the paper's 'about 37 on an H20', gives "
         f"{runs['h20']['B_star_paper']:.0f}): SpecAgent's extra FLOPs (the strong model prefills every chunk it did",
         "not write) cost little while the replica is memory bound and become time once it is not. The ratio",
@@ -198,8 +199,10 @@ def index(done: dict) -> str:
         "## 5. Pass counting versus roofline time",
         "",
         "v/d in time from `roofline.protocol_parameters` for the default deployment (Qwen3.5-397B-A17B FP8 on",
-        "8 GPUs, batch 16, 7,720-token context, 340-token steps, 24-token verdict) on H20 and H100, for",
-        "observations of 175 (the workload default; the recorded Airline run's median tool result is 174), 1,000 and 2,000 tokens, against the paper's pass",
+        f"8 GPUs, batch 16, {WORKLOAD.context_tokens:,.0f}-token context, {WORKLOAD.step_tokens:,.0f}-token steps, "
+        f"{WORKLOAD.verdict_tokens:,.0f}-token verdict) on H20 and H100, for",
+        f"observations of {WORKLOAD.obs_tokens:,.0f} (the workload default: the recorded Airline run's mean per agent call), "
+        "1,000 and 2,000 tokens, against the paper's pass",
         "counting (one weight pass for the whole prefill). On the compute-poor H20 a review of a 6-step chunk",
         "with 2,000-token observations costs "
         f"{done['pass-counting']['result']['v_over_d_time_at_6_h20'][2000]:.3f} of a step, "

@@ -68,23 +68,23 @@ LOCAL_SHAPES = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
 def call_shapes(local: bool = False, K: int | None = None, step_tokens=None, obs_tokens=None, verdict_tokens=None,
              chunk_tokens=None, repair_tokens=None, trace=None) -> CallShapes:
     """The call shapes of a live run: the defaults (:data:`LOCAL_SHAPES` for generated local
-    models), then a trace's median step and observation tokens, then the values given.
+    models), then a trace's typical step and observation (:func:`costsim.traces.stats.step_shape`),
+    then the values given.
     ValueError (one line) for a bad value or an unreadable or empty trace."""
     base = LOCAL_SHAPES if local else CallShapes()
     vals = {"step_tokens": base.step_tokens, "obs_tokens": base.obs_tokens, "verdict_tokens": base.verdict_tokens}
     if trace:
-        import statistics
-
         from ..traces import load
+        from ..traces.stats import step_shape
 
         try:
-            steps = [s for t in load(trace).tasks for s in t.steps]
+            tasks = load(trace).tasks
         except OSError as e:
             raise ValueError(f"{trace}: {e.strerror or e}") from None
-        if not steps:
+        if not any(t.calls for t in tasks):
             raise ValueError(f"{trace}: no steps in the trace")
-        vals["step_tokens"] = max(1, int(round(statistics.median(s.output_tokens for s in steps))))
-        vals["obs_tokens"] = max(1, int(round(statistics.median(s.observation_tokens for s in steps))))
+        d, o, _ = step_shape(tasks)  # the one typical-step rule: means over the model calls
+        vals["step_tokens"], vals["obs_tokens"] = max(1, round(d)), max(1, round(o))
     for k, v in (("step_tokens", step_tokens), ("obs_tokens", obs_tokens), ("verdict_tokens", verdict_tokens)):
         if v is not None:
             vals[k] = v

@@ -204,7 +204,7 @@ def api_of(base) -> dict:
 ASSUMPTIONS = [
     "screen: expected per-task costs from the exact twin (uncontended calls, verdicts at p_u); each pool a "
     "batching server whose decode slows by f(B) (roofline decode time at batch B over batch 1, at the tasks' "
-    "median context) and by the share of time other calls' prefills take; task p95 scaled from its "
+    "mean context) and by the share of time other calls' prefills take; task p95 scaled from its "
     "uncontended p95 (docs/plan.md states its error against the simulator)",
     "confirmed: the screened fleet simulated at the task rate (Poisson arrivals, round-robin over replicas), "
     "p95 over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",

@@ -35,7 +35,7 @@ class Pool:
     decode_s: float
     prefill_s: float
     f: np.ndarray                  # f[B]: decode iteration time at batch B over batch 1 (f[0] = f[1] = 1)
-    cap: int                       # most sequences a replica runs (max_seqs, KV pool at the median context)
+    cap: int                       # most sequences a replica runs (max_seqs, KV pool at the mean context)
 
     def batch(self, rate_per_replica: float) -> tuple[float, float] | None:
         """(mean decode batch, decode stretch) at ``rate_per_replica`` tasks/s (None: overloaded)."""
@@ -83,7 +83,7 @@ class Screened:
 
 def _pool(dep: Deployment, col: dict, who: str, context: float, max_seqs: int) -> Pool:
     """A pool from the twin's expected rows: its calls' mean prefill and decode tokens per task,
-    costed at batch 1 at the median context (the busy seconds split in that proportion)."""
+    costed at batch 1 at the mean context (the busy seconds split in that proportion)."""
     cap = int(min(max_seqs, max_sequences(dep, context)))
     Bs = np.arange(0, cap + 2, dtype=float)
     t = np.asarray(roofline.decode_step(dep, np.maximum(Bs, 1.0), context).seconds, float)

@@ -13,20 +13,23 @@ from .schema import Step
 
 
 def step_shape(tasks) -> tuple[float, float, float]:
-    """``(mean output tokens, mean observation tokens, median context)`` over the tasks' model
-    calls (:attr:`costsim.traces.Task.calls`: what a protocol's step is; a context of -1,
-    unknown, counts as 0): the typical step the closed forms and the balance point are quoted at."""
+    """The typical step of a trace, in tokens: ``(output, observation, context)``, each the
+    mean over the tasks' model calls (:attr:`costsim.traces.Task.calls`: what a protocol's step
+    is; a context of -1, unknown, counts as 0). The one rule for it in every command: the
+    closed forms, the balance point, plan's verdict and the live mode's probe shapes are all
+    quoted at it. The mean, because the paper's d is "≈ mean step length d̄", and because a
+    cost linear in tokens summed over calls is the count times the mean (a median would put
+    the Airline run's step at 340 tokens against its mean of 418)."""
     steps = [s for t in tasks for s in t.calls]
     if not steps:
         return 0.0, 0.0, 0.0
-    out = sorted(s.output_tokens for s in steps)
-    ctx = sorted(max(s.context_tokens, 0) for s in steps)
     n = len(steps)
-    if not out[-1]:  # every ratio is per decoded step token
+    out = sum(s.output_tokens for s in steps)
+    if not out:  # every ratio is per decoded step token
         raise ValueError(f"the tasks' {n:,} steps decode no tokens (every output_tokens is 0): a step's cost "
                          "and the ratios to Strong-only are undefined")
-    median = (ctx[(n - 1) // 2] + ctx[n // 2]) / 2.0
-    return sum(out) / n, sum(s.observation_tokens for s in steps) / n, float(median)
+    return (out / n, sum(s.observation_tokens for s in steps) / n,
+            sum(max(s.context_tokens, 0) for s in steps) / n)
 
 
 def model_stats(steps: list[Step]) -> dict:
