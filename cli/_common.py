@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS as D, OPTIONS, edge_cloud_setting
+from costsim.config import COMMANDS, DEPLOYMENTS as D, OPTIONS, edge_cloud_setting
 
 # Deployment options every command that costs a deployment takes.
 ENGINE = typer.Option(None, "--engine", help=f"Serving engine profile (vllm, sglang, trtllm, llamacpp, ideal; or a TOML) [{D.engine}].")
@@ -76,14 +76,13 @@ def edge_cloud_flag(setting: str, flag: str):
 # name -> (type, option).
 _S, _F, _I = Optional[str], Optional[float], Optional[int]
 SCENARIO_OPTIONS = {
-    "p_accept": (float, typer.Option(0.8, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")),
+    "p_accept": (float, typer.Option(COMMANDS.p_accept, "--p-accept", "-p", help="Per-step acceptance rate p_u, in [0, 1].")),
     "K": (_I, protocol_flag("K", "--K", "-K", default=None)),
     "p_dist": (_S, typer.Option(None, "--p-dist", help="beta:a,b | markov:p_good,p_bad,switch_gb,switch_bg | recorded[:p].")),
     "protocols": (_S, typer.Option(None, "--protocols", help=(
-        "Comma-separated protocols [strong-only,weak-only,specagent]; also specagent-hold-responses, "
-        "specagent-review-all, specagent-separate-repair, agentcollab, speculative-actions, self-spec, "
-        "specagent-self-spec, edge-cloud (adds its baseline cloud-strong-only). See docs/protocols.md."))),
-    "sessions": (int, typer.Option(1, "--sessions", help="Concurrent agent sessions (closed loop).")),
+        f"Comma-separated protocols [{','.join(COMMANDS.protocols)}]; `costsim protocols` lists every one "
+        "(docs/protocols.md); edge-cloud adds its baseline cloud-strong-only."))),
+    "sessions": (int, typer.Option(COMMANDS.sessions, "--sessions", help="Concurrent agent sessions (closed loop).")),
     "arrival_rate": (_F, typer.Option(None, "--arrival-rate", help="Open loop: tasks per second, Poisson arrivals.")),
     "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of every random stream.")),
     "strong": (_S, typer.Option(None, "--strong", help=f"Strong model: profile name, TOML or HF config.json [{D.strong}].")),

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from costsim.api import CAPACITY_OPTIONS
-from costsim.config import ON_API
+from costsim.config import COMMANDS, ON_API
 
 from ._common import SCENARIO_OPTIONS, Progress, dumps, target_missed, warn, with_options, user_errors
 
@@ -15,13 +15,13 @@ from ._common import SCENARIO_OPTIONS, Progress, dumps, target_missed, warn, wit
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*CAPACITY_OPTIONS, "json_out")})
 def capacity(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
-    latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
-    protocols: str = typer.Option("strong-only,specagent", "--protocols", help="Comma-separated protocols to plan."),
+    latency_p95: str = typer.Option(f"{COMMANDS.latency_p95_s:g}s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
+    protocols: str = typer.Option(",".join(COMMANDS.capacity_protocols), "--protocols", help="Comma-separated protocols to plan."),
     strong_price: Optional[float] = typer.Option(None, "--strong-price", help="USD per GPU-hour of the strong device [its profile's]."),
     weak_price: Optional[float] = typer.Option(None, "--weak-price", help="USD per GPU-hour of the weak device [its profile's]."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
-    tasks: int = typer.Option(400, "--tasks", min=1, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
-    tolerance: float = typer.Option(0.05, "--tolerance", help="Relative precision of the rate search."),
+    tasks: int = typer.Option(COMMANDS.capacity_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
+    tolerance: float = typer.Option(COMMANDS.capacity_tolerance, "--tolerance", help="Relative precision of the rate search."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     **o,
 ):

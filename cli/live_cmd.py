@@ -9,11 +9,13 @@ from typing import Optional
 
 import typer
 
-from costsim.config import WORKLOAD
+from costsim.config import LIVE, WORKLOAD
 
 from ._common import Progress, UserError, atomic_write, check_output, dumps, with_options, user_errors
 
-_SHAPE_HELP = "tokens; default 340/175/24 for remote endpoints (predict's defaults), 32/16/8 with --local"
+_SHAPE_HELP = (f"tokens; default {WORKLOAD.step_tokens:g}/{WORKLOAD.obs_tokens:g}/{WORKLOAD.verdict_tokens:g} for remote "
+               f"endpoints (predict's defaults), {LIVE.local_step_tokens}/{LIVE.local_obs_tokens}/"
+               f"{LIVE.local_verdict_tokens} with --local")
 _S, _I = Optional[str], Optional[int]
 #: The options calibrate and validate share: the endpoints, the call shapes, the requests.
 LIVE_OPTIONS = {
@@ -29,10 +31,10 @@ LIVE_OPTIONS = {
     "verdict_tokens": (_I, typer.Option(None, "--verdict-tokens", help="Tokens of a verdict.")),
     "chunk_tokens": (_I, typer.Option(None, "--chunk-tokens", help="Tokens the strong model prefills per review [K (d + o)].")),
     "repair_tokens": (_I, typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d].")),
-    "trace": (_S, typer.Option(None, "--trace", help="Take step and observation tokens (medians) from a trace file or shipped trace.")),
-    "repeats": (int, typer.Option(3, "--repeats", help="Probes per shape (the fit uses per-shape medians).")),
-    "timeout": (str, typer.Option("120s", "--timeout", help="Per request, a duration (120, 2min) before it counts as failed.")),
-    "retries": (int, typer.Option(3, "--retries", help="Retries per request (exponential backoff).")),
+    "trace": (_S, typer.Option(None, "--trace", help="Take step and observation tokens from a trace file or shipped trace (its typical step: means over its model calls).")),
+    "repeats": (int, typer.Option(LIVE.repeats, "--repeats", help="Probes per shape (the fit uses per-shape medians).")),
+    "timeout": (str, typer.Option(f"{LIVE.timeout_s:g}s", "--timeout", help="Per request, a duration (120, 2min) before it counts as failed.")),
+    "retries": (int, typer.Option(LIVE.retries, "--retries", help="Retries per request (exponential backoff).")),
     "seed": (int, typer.Option(0, "--seed", min=0, help="Seed of the probe order and review outcomes (and of the local models).")),
     "model_dir": (_S, typer.Option(None, "--model-dir", help="Where --local keeps its generated models [~/.cache/costsim/models].")),
     "json_out": (bool, typer.Option(False, "--json", help="Print one JSON object.")),
@@ -113,8 +115,8 @@ def render_calibration(res, output) -> str:
 def validate(
     p_accept: float = typer.Option(..., "--p-accept", "-p", help="Per-step acceptance rate p_u used to draw review outcomes."),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", help="Tasks to run under each protocol [20; 8 with --local]."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Committed steps per task [12; 6 with --local]."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help=f"Tasks to run under each protocol [{LIVE.validate_tasks}; {LIVE.validate_tasks_local} with --local]."),
+    steps: Optional[int] = typer.Option(None, "--steps", help=f"Committed steps per task [{LIVE.validate_steps}; {LIVE.validate_steps_local} with --local]."),
     save_calibration: Optional[str] = typer.Option(None, "--save-calibration", help="Without --calibration: write the calibration this run makes there, its probes saved beside it as they come (resumable)."),
     resume: bool = typer.Option(False, "--resume", help="With --save-calibration: go on from the probes an interrupted run saved."),
     **o,

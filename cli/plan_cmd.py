@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from costsim.api import PLAN_OPTIONS
-from costsim.config import EDGE_CLOUD, ON_API, PLAN_SEARCH
+from costsim.config import COMMANDS, EDGE_CLOUD, ON_API, PLAN_SEARCH
 
 from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, target_missed, warn, with_options,
                       user_errors)
@@ -15,7 +15,7 @@ from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*PLAN_OPTIONS, "json_out")})
 def plan(
     task_rate: str = typer.Option(..., "--task-rate", help="Tasks arriving per unit time: 2/s, 120/min, 7200/h."),
-    latency_p95: str = typer.Option("60s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
+    latency_p95: str = typer.Option(f"{COMMANDS.latency_p95_s:g}s", "--latency-p95", help="Target p95 task latency: 60s, 2min."),
     devices: str = typer.Option(",".join(PLAN_SEARCH.devices), "--devices", help="Devices to search for the strong replicas (and the weak ones, unless --weak-devices)."),
     weak_devices: Optional[str] = typer.Option(None, "--weak-devices", help="Devices to search for the weak replicas [--devices]."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Most GPUs a replica may span [8: one node]."),
@@ -24,8 +24,8 @@ def plan(
     ks: str = typer.Option(",".join(map(str, PLAN_SEARCH.Ks)), "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
-    tasks: int = typer.Option(200, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
-    confirm: int = typer.Option(3, "--confirm", min=1, max=50, help="Cheapest screened configurations the simulator confirms (more, up to 3x, while one screened below the cheapest confirmed cost is left)."),
+    tasks: int = typer.Option(COMMANDS.plan_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
+    confirm: int = typer.Option(COMMANDS.plan_confirm, "--confirm", min=1, max=50, help="Cheapest screened configurations the simulator confirms (more, up to 3x, while one screened below the cheapest confirmed cost is left)."),
     figure: Optional[str] = typer.Option(None, "--figure", help="Write the front as a PNG here."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),

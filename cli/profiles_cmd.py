@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from costsim.config import DEPLOYMENTS
+from costsim.config import COMMANDS, DEPLOYMENTS
 
 from ._common import GPU_MEMORY_UTILIZATION, dumps, user_errors
 
@@ -61,7 +61,7 @@ def hardware_show(
     dtype: Optional[str] = typer.Option(None, help="With --model: weight precision [the model's default]."),
     engine: Optional[str] = typer.Option(None, help=f"With --model: serving engine [{DEPLOYMENTS.engine}]."),
     gpu_memory_utilization: Optional[float] = GPU_MEMORY_UTILIZATION,
-    context: float = typer.Option(4096, help="With --model: tokens of context per sequence."),
+    context: float = typer.Option(COMMANDS.roofline_context_tokens, help="With --model: tokens of context per sequence."),
 ):
     """Show one device, engine or API profile with the source of every figure; with --model,
     what that model leaves of the device's memory for KV, in tokens and in sequences."""

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from costsim.config import COMMANDS
+
 from ._common import ENGINE, EXPERT_PARALLEL, GPU_MEMORY_UTILIZATION, UserError, dumps, user_errors
 
 roofline_app = typer.Typer(help="The roofline: one engine iteration, a serving point, the measured validation set.",
@@ -22,12 +24,12 @@ def roofline(
     engine: Optional[str] = ENGINE,
     expert_parallel: bool = EXPERT_PARALLEL,
     gpu_memory_utilization: Optional[float] = GPU_MEMORY_UTILIZATION,
-    batch: int = typer.Option(1, help="Decode batch (sequences)."),
-    context: float = typer.Option(4096, help="Context length per sequence, tokens."),
+    batch: int = typer.Option(COMMANDS.roofline_batch, help="Decode batch (sequences)."),
+    context: float = typer.Option(COMMANDS.roofline_context_tokens, help="Context length per sequence, tokens."),
     prefill_tokens: Optional[float] = typer.Option(None, "--prefill", help="Also cost a prefill of this many new tokens."),
     concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Serving-benchmark view: concurrent requests (closed loop)."),
-    input_len: float = typer.Option(1024, "--input-len", help="Serving-benchmark view: prompt tokens per request."),
-    output_len: float = typer.Option(128, "--output-len", help="Serving-benchmark view: output tokens per request."),
+    input_len: float = typer.Option(COMMANDS.bench_input_tokens, "--input-len", help="Serving-benchmark view: prompt tokens per request."),
+    output_len: float = typer.Option(COMMANDS.bench_output_tokens, "--output-len", help="Serving-benchmark view: output tokens per request."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Seconds, HBM bytes and FLOPs of one decode iteration (and a prefill) by the roofline, or

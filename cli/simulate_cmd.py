@@ -6,11 +6,13 @@ from typing import List, Optional
 
 import typer
 
+from costsim.config import COMMANDS
+
 from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, warn,
                       with_options, user_errors)
 
 @with_options(OPTIONS)
-def simulate(tasks: int = typer.Option(200, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
+def simulate(tasks: int = typer.Option(COMMANDS.simulate_tasks, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
              **o):
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
     from costsim import api

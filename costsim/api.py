@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from .config import COMMANDS, LIVE
 from .files import write_atomic
 from .memory import DoesNotFit
 from .profiles import ProfileError
@@ -285,7 +286,7 @@ def _simulated(tasks, options: dict, traced: bool, progress, warnings=()) -> Sim
     return SimulationResult(rows, result, warnings)
 
 
-def simulate(tasks=200, *, progress=None, **options) -> SimulationResult:
+def simulate(tasks=COMMANDS.simulate_tasks, *, progress=None, **options) -> SimulationResult:
     """Every protocol of the scenario on the same tasks: ``tasks`` synthetic ones (tau² Airline
     shape, drawn with ``seed``), or a list of :class:`costsim.traces.Task`. ``options``: the
     scenario options of `costsim simulate` (:data:`SCENARIO_OPTIONS`). ``progress(k, total)``
@@ -332,7 +333,7 @@ def replay(traces, *, verdicts: str | None = None, progress=None, on_warning=Non
     if verdicts and options.get("p_dist"):
         raise ValueError("--verdicts recorded and --p-dist are exclusive")
     p = options.get("p_accept")
-    p = 0.8 if p is None else p
+    p = COMMANDS.p_accept if p is None else p
     if verdicts:
         options = {**options, "p_dist": f"recorded:{p}"}
     names = [traces] if isinstance(traces, str) else list(traces)
@@ -397,8 +398,8 @@ class CapacityResult(Result):
         return pd.DataFrame(rows).T
 
 
-def capacity(task_rate, *, latency_p95="60s", protocols: str = "strong-only,specagent", strong_price=None,
-             weak_price=None, trace=None, tasks: int = 400, tolerance: float = 0.05, cells=None, on_warning=None,
+def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMANDS.capacity_protocols, strong_price=None,
+             weak_price=None, trace=None, tasks: int = COMMANDS.capacity_tasks, tolerance: float = COMMANDS.capacity_tolerance, cells=None, on_warning=None,
              progress=None, **options) -> CapacityResult:
     """Replicas, sessions, batch against the balance point, latency and cost per 1,000 tasks for
     ``task_rate`` tasks/s (a number, or '2/s', '120/min') under a p95 target (seconds, or '60s',
@@ -471,8 +472,8 @@ class PlanResult(Result):
         save(plan_front(self.data), path)
 
 
-def plan(task_rate, *, latency_p95="60s", devices=None, weak_devices=None, max_gpus=None, protocols=None,
-         edge_devices=None, K=None, price=None, trace=None, tasks: int = 200, confirm: int = 3,
+def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_devices=None, max_gpus=None, protocols=None,
+         edge_devices=None, K=None, price=None, trace=None, tasks: int = COMMANDS.plan_tasks, confirm: int = COMMANDS.plan_confirm,
          workers=None, scheduler=None, state=None, fresh: bool = False, progress=None, on_warning=None,
          **options) -> PlanResult:
     """The cheapest fleet for ``task_rate`` tasks/s under a p95 target, searched over strong
@@ -563,8 +564,9 @@ def _finite(name: str, v, lo: float = 0.0) -> None:
 
 
 def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert_parallel: bool = False,
-             batch: int = 1, context: float = 4096, prefill=None, concurrency=None, input_len: float = 1024,
-             output_len: float = 128, gpu_memory_utilization=None) -> RooflineResult:
+             batch: int = COMMANDS.roofline_batch, context: float = COMMANDS.roofline_context_tokens, prefill=None,
+             concurrency=None, input_len: float = COMMANDS.bench_input_tokens,
+             output_len: float = COMMANDS.bench_output_tokens, gpu_memory_utilization=None) -> RooflineResult:
     """Seconds, HBM bytes and FLOPs of one decode iteration of ``model`` on ``device`` (and of a
     prefill of ``prefill`` tokens), or with ``concurrency`` what a serving benchmark reports in
     steady state (TTFT, TPOT, throughput)."""
@@ -875,7 +877,7 @@ class MemoryResult(Result):
         self.deployment, self.sequences_text = deployment, sequences_text
 
 
-def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, context: float = 4096,
+def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, context: float = COMMANDS.roofline_context_tokens,
                 gpu_memory_utilization=None) -> MemoryResult:
     """What ``model`` leaves of ``device``'s memory (on ``gpus``, as many as hold it where not
     given) for its KV cache, in tokens and in sequences of ``context`` tokens;
@@ -959,8 +961,8 @@ def figures(out="figures", *, only=None, log=None) -> Result:
 #: and ``strong`` are base URLs here), the call shapes, the requests.
 LIVE_OPTIONS = {"weak": None, "strong": None, "local": False, "api_key_env": None, "weak_api_key_env": None,
                 "strong_api_key_env": None, "K": None, "step_tokens": None, "obs_tokens": None, "verdict_tokens": None,
-                "chunk_tokens": None, "repair_tokens": None, "trace": None, "repeats": 3, "timeout": 120.0,
-                "retries": 3, "seed": 0, "model_dir": None}
+                "chunk_tokens": None, "repair_tokens": None, "trace": None, "repeats": LIVE.repeats, "timeout": LIVE.timeout_s,
+                "retries": LIVE.retries, "seed": 0, "model_dir": None}
 _SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens", "trace")
 
 
@@ -1079,9 +1081,9 @@ def validate(p_accept: float, *, calibration=None, tasks=None, steps=None, save_
     if calibration and save_calibration:
         raise ValueError("--save-calibration is for a run that calibrates; --calibration gives one already")
     local, seed = o["local"], o["seed"]
-    tasks = tasks or (8 if local else 20)
+    tasks = tasks or (LIVE.validate_tasks_local if local else LIVE.validate_tasks)
     w = _shapes(o)
-    steps = steps or (6 if local else 12)
+    steps = steps or (LIVE.validate_steps_local if local else LIVE.validate_steps)
     ratios = src = None
     if calibration:
         ratios, src = ratios_for(calibration, w)

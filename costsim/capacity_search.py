@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import fleet_cost, roofline
-from .config import ON_API
+from .config import COMMANDS, ON_API
 from .memory import kv_pool_bytes, max_sequences
 from .scenario import Scenario
 from .sim.run import simulate
@@ -56,8 +56,8 @@ AMPLE = -1
 class Search:
     """How the search probes load."""
 
-    latency_p95_s: float = 60.0
-    rel_tol: float = 0.05          # stop when hi / lo <= 1 + rel_tol
+    latency_p95_s: float = COMMANDS.latency_p95_s
+    rel_tol: float = COMMANDS.capacity_tolerance         # stop when hi / lo <= 1 + rel_tol
     warmup: float = 0.2            # leading fraction of tasks (by arrival) left out of percentiles
     cooldown: float = 0.1          # trailing fraction left out
     max_probes: int = 40
@@ -313,7 +313,7 @@ def repeated(tasks, n: int) -> list:
     return [tasks[i % len(tasks)] for i in range(n)]
 
 
-def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=("strong-only", "specagent"),
+def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capacity_protocols,
                   srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None,
                   progress=None) -> dict:
     """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.

@@ -128,6 +128,118 @@ API_BILLED = {"edge-cloud": "cloud-strong-only"}
 ON_API = (*API_BILLED, *API_BILLED.values())
 
 
+@dataclass(frozen=True)
+class Commands:
+    """What a command assumes when the user gives none of these (each with its source in
+    :data:`COMMAND_SOURCES`): the acceptance rate, the protocols, the load and the sizes of a
+    run, capacity's and plan's latency target (s) and their search."""
+
+    p_accept: float = 0.8
+    protocols: tuple = ("strong-only", "weak-only", "specagent")
+    sessions: int = 1
+    simulate_tasks: int = 200
+    latency_p95_s: float = 60.0
+    capacity_protocols: tuple = ("strong-only", "specagent")
+    capacity_tasks: int = 400
+    capacity_tolerance: float = 0.05
+    plan_tasks: int = 200
+    plan_confirm: int = 3
+    roofline_batch: int = 1
+    roofline_context_tokens: float = 4096.0
+    bench_input_tokens: int = 1024
+    bench_output_tokens: int = 128
+
+
+COMMANDS = Commands()
+COMMAND_SOURCES = {
+    "p_accept": "assumption: a per-step acceptance rate of 0.8 (the paper publishes none; the README's main "
+                "job asks for it explicitly, as predict and validate require it)",
+    "protocols": "assumption: the paper's comparison: Strong-only, Weak-only and SpecAgent",
+    "sessions": "assumption: one closed-loop session (an uncontended run)",
+    "simulate_tasks": "assumption: 200 synthetic tasks, enough for the ratios' intervals to be a few percent wide",
+    "latency_p95_s": "assumption: a task's p95 latency target of 60 s",
+    "capacity_protocols": "assumption: the two protocols a capacity comparison is about (as plan's, "
+                          "PlanSearch.protocols)",
+    "capacity_tasks": "assumption: 400 tasks per probe of the load search",
+    "capacity_tolerance": "assumption: the load search stops when its bracket is within 5%",
+    "plan_tasks": "assumption: 200 tasks screened per configuration",
+    "plan_confirm": "assumption: the 3 cheapest screened configurations confirmed by simulation",
+    "roofline_batch": "assumption: one iteration of one sequence (roofline; the batch the user asks about beside it)",
+    "roofline_context_tokens": "assumption: a 4,096-token context per sequence (roofline, kv capacity)",
+    "bench_input_tokens": "vLLM's `vllm bench serve --dataset-name random` default --random-input-len (1024)",
+    "bench_output_tokens": "vLLM's `vllm bench serve --dataset-name random` default --random-output-len (128)",
+}
+
+
+@dataclass(frozen=True)
+class Live:
+    """The live mode's defaults (each with its source in :data:`LIVE_SOURCES`): probes per
+    shape, the client's deadline (s) and retries, validate's tasks and committed steps per task
+    (remote endpoints, and the generated local models)."""
+
+    repeats: int = 3
+    timeout_s: float = 120.0
+    retries: int = 3
+    validate_tasks: int = 20
+    validate_tasks_local: int = 8
+    validate_steps: int = 12
+    validate_steps_local: int = 6
+    local_step_tokens: int = 32
+    local_obs_tokens: int = 16
+    local_verdict_tokens: int = 8
+
+
+LIVE = Live()
+LIVE_SOURCES = {
+    "repeats": "assumption: 3 probes per shape (the fit works from per-shape medians)",
+    "timeout_s": "assumption: 2 minutes per call, past any step at the default shapes",
+    "retries": "assumption: 3 retries of a failed call",
+    "validate_tasks": "assumption: 20 tasks per protocol",
+    "validate_tasks_local": "assumption: 8 tasks per protocol on the generated models (a 2-core CPU)",
+    "validate_steps": "assumption: 12 committed steps per task (about the paper's 13.8)",
+    "validate_steps_local": "assumption: 6 committed steps per task on the generated models",
+    "local_step_tokens": "assumption: small shapes for the generated local models on a 2-core CPU (a strong prefill "
+                         "there costs ~10 ms per token): a 32-token step",
+    "local_obs_tokens": "assumption: a 16-token observation on the generated local models",
+    "local_verdict_tokens": "assumption: an 8-token verdict on the generated local models",
+}
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """An engine's scheduler limits where its profile names none: the most tokens one iteration
+    prefills and decodes, and the most sequences it runs."""
+
+    max_batched_tokens: int = 8192
+    max_seqs: int = 256
+
+
+SCHEDULER = Scheduler()
+SCHEDULER_SOURCES = {
+    "max_batched_tokens": "assumption: vLLM's `vllm serve` token budget on H100/H200, 8192 (vLLM 0.33.0 "
+                          "vllm/engine/arg_utils.py get_batch_defaults)",
+    "max_seqs": "assumption: vLLM's `vllm serve` max_num_seqs on A100 and smaller GPUs, 256 (the same source)",
+}
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """The synthetic generator's medians (:mod:`costsim.traces.synthetic`), in tokens: the
+    lognormal medians of a step's output and of a tool result (distributions, not the typical
+    step: their means are higher, as the recorded run's are)."""
+
+    output_median: float = 340.0
+    tool_obs_median: float = 175.0
+
+
+SYNTHETIC = Synthetic()
+SYNTHETIC_SOURCES = {
+    "output_median": "median completion tokens over the 467 agent calls of the recorded tau²-Bench Airline run",
+    "tool_obs_median": "median tool result of that run, ceil(chars/4) over its 371 tool calls: 174; 175, "
+                       "declared before that recount, is kept",
+}
+
+
 #: The longest any latency or recorded duration may be, in seconds (11.6 days), and the most
 #: tokens a recorded call may count: far past any real agent, and short of the float overflows
 #: that would print inf or nan.

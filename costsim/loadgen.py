@@ -17,6 +17,7 @@ from functools import cache
 
 import numpy as np
 
+from .config import COMMANDS
 from .files import data_dir
 
 DATASETS = ("random", "sharegpt")
@@ -24,7 +25,7 @@ DATASETS = ("random", "sharegpt")
 
 #: ``vllm bench serve``'s defaults for the random dataset (``--random-input-len``,
 #: ``--random-output-len``), in tokens.
-RANDOM_DEFAULT_TOKENS = (1024, 128)
+RANDOM_DEFAULT_TOKENS = (COMMANDS.bench_input_tokens, COMMANDS.bench_output_tokens)
 #: The mean input and output tokens the ShareGPT lengths are scaled to by default: the mean of
 #: four published runs of vLLM's and SGLang's ShareGPT benchmarks (workloads/README.md).
 SHAREGPT_MEAN_TOKENS = (227.6, 203.3)

@@ -365,6 +365,23 @@ def cost_model_workload() -> str:
     return "".join(f"| {label} | {getattr(WORKLOAD, k):,g} | {WORKLOAD_SOURCES[k]} |\n" for label, k in rows)
 
 
+def cost_model_defaults() -> str:
+    """Every other default of the commands (config's Commands, Live, Scheduler, Synthetic), with its source."""
+    from dataclasses import fields
+
+    from . import config
+
+    out = "| setting | default | source |\n|---|---|---|\n"
+    for name, obj, sources in (("Commands", config.COMMANDS, config.COMMAND_SOURCES), ("Live", config.LIVE, config.LIVE_SOURCES),
+                               ("Scheduler", config.SCHEDULER, config.SCHEDULER_SOURCES),
+                               ("Synthetic", config.SYNTHETIC, config.SYNTHETIC_SOURCES)):
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            shown = ", ".join(v) if isinstance(v, tuple) else f"{v:,g}" if isinstance(v, (int, float)) else v
+            out += f"| `{name}.{f.name}` | {shown} | {sources[f.name]} |\n"
+    return out
+
+
 def readme_bench() -> str:
     from . import measured
 
@@ -430,6 +447,7 @@ BLOCKS = {
     "measured-counts": measured_counts,
     "readme-bench": readme_bench,
     "cost-model-workload": cost_model_workload,
+    "cost-model-defaults": cost_model_defaults,
     "cost-model-twin": cost_model_twin,
 }
 

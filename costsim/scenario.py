@@ -26,7 +26,7 @@ import numpy as np
 from . import protocols, roofline
 from .acceptance import parse_p_dist
 from .calibration import CalibrationError, endpoint_fits, load_calibration
-from .config import (API_BILLED, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
+from .config import (API_BILLED, COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
                      AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
                      check_option, check_scale, OPTIONS)
 from .formulas import check_K
@@ -119,13 +119,13 @@ class Scenario:
 
     strong: Deployment
     weak: Deployment
-    p: float = 0.8
+    p: float = COMMANDS.p_accept
     K: int = WORKLOAD.K
     p_dist: str | None = None
-    protocols: tuple = protocols.DEFAULT
+    protocols: tuple = COMMANDS.protocols
     rho: float = WORKLOAD.rho     # a rejected step's repair, in strong steps (scaled as they are)
     verdict_tokens: int = int(WORKLOAD.verdict_tokens)
-    sessions: int = 1
+    sessions: int = COMMANDS.sessions
     arrival_rate: float | None = None
     strong_replicas: int = 1
     weak_replicas: int = 1

@@ -136,3 +136,96 @@ def test_options_as_a_table_or_pairs_follow_the_same_rules():
     assert build_scenario({"options": (("K", 4.0),)}).K == 4
     assert build_scenario({"options": ["K=none"]}).K == config.SpecAgentOptions.K  # none: the default
     assert parse_options({"spec_depth": 2.0}) == (("spec_depth", 2),)
+
+
+# --- every default in costsim.config -------------------------------------------------------------------
+
+#: The settings whose defaults costsim.config declares (Commands, Live, Scheduler, Synthetic, Workload,
+#: Deployments): a parameter, field or flag of these names elsewhere takes its default from there.
+#: (A seed is left out: 0 everywhere is a name for a random stream, not a modelled quantity.)
+_DECLARED = {"p", "p_accept", "max_seqs", "token_budget", "max_batched_tokens", "protocols", "latency_p95",
+             "latency_p95_s", "tasks", "confirm", "confirm_top", "repeats", "timeout", "timeout_s", "retries", "steps",
+             "output_median", "tool_obs_median", "tolerance", "rel_tol", "sessions", "K", "rho", "verdict_tokens",
+             "step_tokens", "obs_tokens", "input_len", "output_len", "strong", "weak", "device", "engine"}
+# (Not "batch" or "context": a pure function's batch of 1 or context of 0 is one sequence or none,
+# a unit, not a setting.)
+
+
+def _literal(node) -> bool:
+    """A default written as a value (a number, a word, a tuple of them): not a name, not None, not
+    required (``...``), not a switch (a bool)."""
+    import ast
+
+    if isinstance(node, ast.Constant):
+        return node.value is not None and node.value is not ... and not isinstance(node.value, bool)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return bool(node.elts) and all(_literal(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    return False
+
+
+def _literal_defaults() -> list[str]:
+    """Every default literal of a :data:`_DECLARED` setting outside costsim/config.py: function
+    parameters, dataclass fields and typer options (by their flag's name), as 'file:line what'."""
+    import ast
+    from pathlib import Path
+
+    root, out = Path(__file__).resolve().parents[1], []
+    for f in sorted([*root.glob("costsim/**/*.py"), *root.glob("cli/*.py")]):
+        if f.name == "config.py" and f.parent.name == "costsim":
+            continue
+        where = f.relative_to(root)
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                pos = a.posonlyargs + a.args
+                pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+                out += [f"{where}:{d.lineno} {node.name}({arg.arg}={ast.unparse(d)})" for arg, d in pairs
+                        if d is not None and arg.arg in _DECLARED and _literal(d)]
+            elif isinstance(node, ast.ClassDef):
+                out += [f"{where}:{st.lineno} {node.name}.{st.target.id} = {ast.unparse(st.value)}" for st in node.body
+                        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None
+                        and st.target.id in _DECLARED and _literal(st.value)]
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Option") and node.args:
+                flags = {a.value.lstrip("-").replace("-", "_") for a in node.args[1:]
+                         if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+                if flags & _DECLARED and _literal(node.args[0]):
+                    out.append(f"{where}:{node.lineno} Option({ast.unparse(node.args[0])}, {sorted(flags)})")
+    return out
+
+
+def test_no_module_but_config_holds_a_default_literal_of_a_declared_setting():
+    # Before 2026-12-02: p_u 0.8 in three places, max_seqs 256 in two, the default protocols in
+    # four, the 60 s target in five, the live mode's repeats/timeout/retries, plan's confirmations
+    # and the synthetic generator's 340/175 tokens, each a bare literal.
+    assert _literal_defaults() == []
+
+
+def test_every_declared_default_has_a_source():
+    for cls, sources in ((config.Workload, config.WORKLOAD_SOURCES), (config.Deployments, config.DEPLOYMENT_SOURCES),
+                         (config.Commands, config.COMMAND_SOURCES), (config.Live, config.LIVE_SOURCES),
+                         (config.Scheduler, config.SCHEDULER_SOURCES), (config.Synthetic, config.SYNTHETIC_SOURCES),
+                         (config.EdgeCloud, config.EDGE_CLOUD_SOURCES)):
+        assert set(sources) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
+        assert all(isinstance(v, str) and len(v) > 10 for v in sources.values()), cls.__name__
+
+
+def test_the_commands_take_their_defaults_from_config():
+    from costsim.capacity_search import Search
+    from costsim.live.client import Endpoint
+    from costsim.profiles.types import Engine
+    from costsim.scenario import Scenario
+    from costsim.sizing import deployments
+    from costsim.traces.synthetic import Shape
+
+    s, w = deployments()
+    sc = Scenario(strong=s, weak=w)
+    assert (sc.p, sc.protocols, sc.sessions) == (config.COMMANDS.p_accept, config.COMMANDS.protocols,
+                                                 config.COMMANDS.sessions)
+    assert Search().latency_p95_s == config.COMMANDS.latency_p95_s
+    assert (Shape().output_median, Shape().tool_obs_median) == (config.SYNTHETIC.output_median,
+                                                                config.SYNTHETIC.tool_obs_median)
+    assert Endpoint("http://127.0.0.1:1").timeout_s == config.LIVE.timeout_s
+    e = {f.name: f.default for f in dataclasses.fields(Engine)}
+    assert (e["max_seqs"], e["max_batched_tokens"]) == (config.SCHEDULER.max_seqs, config.SCHEDULER.max_batched_tokens)

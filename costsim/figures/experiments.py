@@ -33,7 +33,7 @@ def _frame(columns, rows, **attrs) -> pd.DataFrame:
 COST_MODEL_NS = (1, 2, 4, 6, 8, 16)
 
 
-def cost_model(kappa: float = 0.2, rho: float = 1.0) -> pd.DataFrame:
+def cost_model(kappa: float = 0.2, rho: float = WORKLOAD.rho) -> pd.DataFrame:
     """R_u and L_u against p_u by pass counting, for chunk lengths :data:`COST_MODEL_NS`: every
     20th of 400 points per curve; ``attrs["curves"]``: all of them and the p = 0, p → 1 limits."""
     p = np.linspace(0.0, 0.999, 400)

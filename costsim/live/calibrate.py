@@ -20,6 +20,7 @@ from . import fit as _fit
 from . import prometheus
 from .client import Endpoint, EndpointError, public_url
 from ..calibration import to_toml
+from ..config import LIVE
 from ..files import write_atomic
 from .probes import CallShapes, Probe, make_probes
 
@@ -69,7 +70,7 @@ def warm_up(ep: Endpoint, rng: random.Random, calls: int = 2) -> bool:
     return forced
 
 
-def run_calibration(weak: Endpoint, strong: Endpoint, w: CallShapes, *, repeats=3, seed=0, allow_cache=False,
+def run_calibration(weak: Endpoint, strong: Endpoint, w: CallShapes, *, repeats=LIVE.repeats, seed=0, allow_cache=False,
              max_prompt_tokens=None, max_output_tokens=None, probes_path=None, resume=False,
              progress=None, local=False) -> dict:
     """Measure, fit and derive. Returns the result dict that :func:`to_toml` writes.

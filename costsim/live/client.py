@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
+from ..config import LIVE
+
 #: Token ids used for random prompts: below every modern vocabulary's size and above the
 #: special tokens most tokenizers put first.
 TOKEN_ID_RANGE = (1000, 30000)
@@ -100,8 +102,8 @@ class Endpoint:
 
     url: str
     api_key_env: str | None = None
-    timeout_s: float = 120.0
-    retries: int = 3
+    timeout_s: float = LIVE.timeout_s
+    retries: int = LIVE.retries
     backoff_s: float = 0.5
     model: str | None = None
     token_prompts: bool | None = None      # None: not yet known

@@ -82,14 +82,14 @@ class LocalServer:
             self.proc.kill()
         self.proc.wait()
 
-    def stop(self, timeout: float = 10.0):
+    def stop(self, grace_s: float = 10.0):
         """Stop cleanly: SIGTERM (after SIGCONT, in case it is paused), then SIGKILL."""
         if not self.alive():
             return
         try:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
-            self.proc.wait(timeout=timeout)
+            self.proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -108,7 +108,7 @@ def _die_with_parent():
 
 
 def start_server(role: str, model: Path, port: int = 0, threads: int | None = None, ctx: int = 4096,
-                 timeout_s: float = 120.0, log_dir: str | os.PathLike | None = None) -> LocalServer:
+                 startup_s: float = 120.0, log_dir: str | os.PathLike | None = None) -> LocalServer:
     """Start one server process and wait until ``/health`` answers."""
     import httpx
 
@@ -123,7 +123,7 @@ def start_server(role: str, model: Path, port: int = 0, threads: int | None = No
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=_die_with_parent)
     srv = LocalServer(role, Path(model), port, proc, log_path)
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + startup_s
     while True:
         if not srv.alive():
             raise LocalServerError(f"{role} server on port {port} exited with code {proc.returncode}: {srv.log_tail()}")
@@ -134,7 +134,7 @@ def start_server(role: str, model: Path, port: int = 0, threads: int | None = No
             pass
         if time.monotonic() > deadline:
             srv.stop()
-            raise LocalServerError(f"{role} server on port {port} not healthy after {timeout_s:g} s: {srv.log_tail()}")
+            raise LocalServerError(f"{role} server on port {port} not healthy after {startup_s:g} s: {srv.log_tail()}")
         time.sleep(0.2)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from ..config import WORKLOAD
+from ..config import LIVE, WORKLOAD
 
 ROLES = ("weak", "strong")
 
@@ -60,9 +60,9 @@ class CallShapes:
         return d
 
 
-#: Small shapes for the generated local models on a 2-core CPU (a strong prefill there costs
-#: ~10 ms per token): a step of 32 tokens after a 16-token observation, chunks of 6.
-LOCAL_SHAPES = CallShapes(step_tokens=32, obs_tokens=16, verdict_tokens=8, K=6)
+#: Small shapes for the generated local models on a 2-core CPU (config.LIVE, with their sources).
+LOCAL_SHAPES = CallShapes(step_tokens=LIVE.local_step_tokens, obs_tokens=LIVE.local_obs_tokens,
+                          verdict_tokens=LIVE.local_verdict_tokens)
 
 
 def call_shapes(local: bool = False, K: int | None = None, step_tokens=None, obs_tokens=None, verdict_tokens=None,
@@ -112,7 +112,7 @@ def _levels(lo: int, hi: int, n: int, must=()) -> list[int]:
     return sorted(vals)
 
 
-def make_probes(w: CallShapes, repeats: int = 3, seed: int = 0, max_prompt_tokens: int | None = None,
+def make_probes(w: CallShapes, repeats: int = LIVE.repeats, seed: int = 0, max_prompt_tokens: int | None = None,
               max_output_tokens: int | None = None, levels: int = 5) -> list[Probe]:
     """The calibration plan for workload ``w`` on both endpoints, shuffled with ``seed``."""
     if repeats < 1:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import formulas, roofline
-from ..config import ON_API
+from ..config import COMMANDS, ON_API
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
 from ..protocols import PROTOCOLS
 from ..sizing import api_profile, api_speeds
@@ -81,7 +81,7 @@ def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
 CONFIRM_AT_MOST = 3
 
 
-def recommend(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = 3,
+def recommend(tasks, base, task_rate: float, target_s: float, configs, price_table: dict, confirm_top: int = COMMANDS.plan_confirm,
               progress=None, scheduler: str | None = None, workers: int | None = None, state=None) -> dict:
     """Screen every configuration (on Dask with ``scheduler`` or ``workers``: :func:`search`),
     confirm the ``confirm_top`` cheapest screened ones by simulation (and further ones, up to

@@ -12,6 +12,8 @@ import datetime as _dt
 import math
 from dataclasses import MISSING, dataclass, field, fields
 
+from ..config import SCHEDULER
+
 #: Bytes per stored element. The 4-bit block formats carry their scales: MXFP4 one 8-bit scale per
 #: 32 values (OCP Microscaling spec v1.0), NVFP4 one FP8 scale per 16 (NVIDIA Blackwell docs),
 #: GGML Q4_0 one FP16 scale per 32 (18-byte blocks, ggml-common.h block_q4_0).
@@ -174,8 +176,8 @@ class Engine:
     allreduce_latency_us: dict = field(default_factory=dict, hash=False)
     alltoall_latency_us: dict = field(default_factory=dict, hash=False)
     families: dict = field(default_factory=dict, hash=False)
-    max_batched_tokens: int = 8192
-    max_seqs: int = 256
+    max_batched_tokens: int = SCHEDULER.max_batched_tokens
+    max_seqs: int = SCHEDULER.max_seqs
     memory_utilization: float = 0.9
     reserve_gb: float = 4.0
     memory_rule: str = ""

@@ -37,7 +37,6 @@ PROTOCOLS = {
                                    "a priced API"),
     "cloud-strong-only": (strong_only.run, {}, "Strong-only behind the priced API (edge-cloud's baseline)"),
 }
-DEFAULT = ("strong-only", "weak-only", "specagent")
 
 
 def option_defaults(fn) -> dict:

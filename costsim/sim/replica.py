@@ -93,11 +93,14 @@ class Replica:
     gives their times): the token gaps a benchmark client sees.
     """
 
-    def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int = 8192,
-                 max_seqs: int = 256, rtt_s: float = 0.0, coef=None, kv_pool_bytes: float | None = None):
+    def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int | None = None,
+                 max_seqs: int | None = None, rtt_s: float = 0.0, coef=None, kv_pool_bytes: float | None = None):
         self.env, self.deployment, self.name = env, deployment, name or deployment.model.name
         self.coef = coef or coefficients(deployment)  # or calibrated ones (roofline.calibrated)
-        self.token_budget, self.max_seqs, self.rtt_s = token_budget, max_seqs, rtt_s
+        # None: the deployment's engine's limits on its device (one home: the engine profile)
+        self.token_budget = deployment.token_budget if token_budget is None else token_budget
+        self.max_seqs = deployment.max_seqs if max_seqs is None else max_seqs
+        self.rtt_s = rtt_s
         self.queue: list[Request] = []
         self.busy_s = self.hbm_bytes = self.flops = self.batch_time = 0.0
         self.iterations = 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import SYNTHETIC
 from .schema import Step, Task
 
 
@@ -27,9 +28,9 @@ class Shape:
     p_read: float = 0.46              # kind of each non-final step
     p_write: float = 0.09
     p_respond: float = 0.45
-    output_median: float = 340.0      # tokens the agent decodes per step
+    output_median: float = SYNTHETIC.output_median      # tokens the agent decodes per step
     output_sigma: float = 0.6
-    tool_obs_median: float = 175.0    # tokens of a tool result
+    tool_obs_median: float = SYNTHETIC.tool_obs_median  # tokens of a tool result
     tool_obs_sigma: float = 0.5
     user_obs_median: float = 40.0     # tokens of the user's reply
     user_obs_sigma: float = 0.5
