@@ -97,7 +97,7 @@ def render(res: dict) -> str:
     local = [n for n in names if n not in ON_API]
     lines.append(f"balance point B* of the strong replica{' (' + ', '.join(local) + ')' if local != names else ''}: "
                  f"{_f(res['balance_batch'], '{:.0f}')} sequences "
-                 f"at the tasks' median context ({res['balance_context_tokens']:.0f} tokens); its KV pool "
+                 f"at the tasks' typical context ({res['balance_context_tokens']:.0f} tokens); its KV pool "
                  f"({res['kv_pool_bytes'] / 1e9:.0f} GB) holds {_f(res['kv_limit_sequences'], '{:.0f}')} sequences there"
                  + (", fewer than B*: the batch can never pass the balance point"
                     if res["kv_limit_sequences"] < res["balance_batch"] < float("inf") else ""))
@@ -107,6 +107,8 @@ def render(res: dict) -> str:
             lines.append(f"{n}: {r['reason']}")
         if r.get("cost_note"):
             lines.append(f"{n}: {r['cost_note']}")
+        if r.get("specagent_pays"):
+            lines.append(f"{n}: {r['specagent_pays']['text']}")
         if r["cell"].get("rate_is_lower_bound"):
             lines.append(f"{n}: the cell met the target at the highest rate the probes can judge; "
                          "a larger --tasks may show it sustains more (fewer replicas)"

@@ -106,8 +106,8 @@ def render(res: dict) -> str:
                   f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks"
                   + ("" if r["steady"] else ", fewer than arrive in three targets at this rate: a p95 that may be low") + ")",
                   f"  why: {res['why']}"]
-    if res.get("specagent"):
-        lines.append(f"  {res['specagent']}")
+    if res.get("specagent_pays"):
+        lines.append(f"  {res['specagent_pays']['text']}")
     lines += ["", "Prices (USD per GPU-hour, on-demand list prices):"]
     for dev, p in res["prices"].items():
         usd = "none" if p["usd_per_gpu_hour"] is None else f"{p['usd_per_gpu_hour']:.2f}"

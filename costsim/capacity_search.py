@@ -43,6 +43,7 @@ import numpy as np
 from . import fleet_cost, roofline
 from .config import COMMANDS, ON_API
 from .memory import kv_pool_bytes, max_sequences
+from .payoff import specagent_payoff
 from .scenario import Scenario
 from .sim.run import simulate
 from .sizing import api_profile, edge_deployment
@@ -327,7 +328,7 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
     if not srch.latency_p95_s > 0:
         raise ValueError(f"--latency-p95 must be > 0 s, got {srch.latency_p95_s}")
     cells = dict(cells or {})
-    ctx = step_shape(tasks)[2]  # the tasks' typical context: where B* is quoted
+    d, o, ctx = step_shape(tasks)  # the tasks' typical step: B* is quoted at its context
     b_star = roofline.balance_batch(sc.strong, ctx)
     kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
     out = {}
@@ -361,6 +362,11 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
             s_dep, w_dep = replica_deployments(sc, name)
             res.update(fleet_cost.costs(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
                                         strong_price, weak_price))
+            if name.startswith("specagent") and name not in ON_API:  # the one verdict, at the operating batches
+                res["specagent_pays"] = specagent_payoff(
+                    s_dep, w_dep, sc.p, sc.K, d, o, sc.verdict_tokens, sc.rho, ctx, op["strong_batch"] or 1.0,
+                    op["weak_batch"] or 1.0, strong_step_scale=sc.strong_step_scale,
+                    weak_step_scale=sc.weak_step_scale).to_dict()
         out[name] = res
         if progress:
             progress(1, len(protocols))
@@ -413,7 +419,7 @@ def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
         f"{srch.rel_tol:.0%} resolution over the target",
         latency_under_load(),
         "balance point B* = smallest decode batch at which an iteration of the strong replica is compute bound "
-        "at the tasks' median context; past it SpecAgent's extra prefill FLOPs cost time",
+        "at the tasks' typical context (mean over their model calls); past it SpecAgent's extra prefill FLOPs cost time",
         "memory: each replica admits a call only when its KV (context + prompt + output) and state fit the free "
         "pool (weights and the engine's reserve taken out: costsim.memory), others wait in FIFO order"
         if sc.kv_cap else "memory: the KV pool is not enforced (kv_cap off)",

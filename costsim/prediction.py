@@ -15,6 +15,7 @@ from .config import (DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, OPTIONS
                      check_scale)
 from .memory import kv_pool_bytes, max_sequences, require_fits
 from .paper import vitabench_decomposition
+from .payoff import specagent_payoff
 from .profiles import Deployment
 from .sizing import deployments
 
@@ -228,25 +229,16 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "calibration": cal.path if cal else None,
         "calibration_workload": (cal.raw.get("workload") if cal and isinstance(cal.raw.get("workload"), dict) else None),
     }
-    out["verdict"] = verdict(out)
+    # The one verdict (costsim.payoff): in time at this batch, the roofline's ratios where the user
+    # gave or calibrated none (the pass-counted v/d above is the paper's model, not time).
+    given = {k: src[k] == "flag" or src[k].startswith("calibration") for k in ("v_over_d", "rho", "kappa")}
+    pay = specagent_payoff(strong, weak, p, K, tok["step_tokens"], tok["obs_tokens"], tok["verdict_tokens"], rho_,
+                           tok["context_tokens"], batch, batch, write_rate=write_rate, pp=pp,
+                           v_over_d=vd if given["v_over_d"] else None, kappa=kap if given["kappa"] else None,
+                           rho_given=rho_mix if given["rho"] else None)
+    out["specagent_pays"] = pay.to_dict()
+    out["verdict"] = pay.text() + ("" if pay.pays else _smaller_K(out))
     return out
-
-
-def verdict(r: dict) -> str:
-    """In plain words: is SpecAgent faster than Strong-only here, and what decides it."""
-    L, kap, bek = r["L"], r["kappa"], r["break_even_kappa"]
-    w = r["weak_steps_per_commit"]
-    if bek <= 0:
-        return (f"SpecAgent cannot be faster here: the strong model's reviews and repairs alone cost R_u = "
-                f"{r['R']:.2f} of Strong-only, before any drafting.")
-    if L > 1:
-        return (f"SpecAgent is slower than Strong-only here (L_u = {L:.2f}): kappa = {kap:.2f} (a weak step takes "
-                f"{kap:.0%} of a strong step on these deployments) is above the break-even {bek:.2f}. Each committed "
-                f"step needs {w:.2f} drafted weak steps, so drafting alone takes {kap * w:.2f} of Strong-only's time. "
-                f"It pays below kappa {bek:.2f}: a faster weak deployment, longer strong steps (a thinking strong "
-                f"model), or a higher p_u." + _smaller_K(r))
-    return (f"SpecAgent is faster than Strong-only here (L_u = {L:.2f}): kappa = {kap:.2f} is below the "
-            f"break-even {bek:.2f}; drafting takes {kap * w:.2f} and reviews {r['R']:.2f} of Strong-only's time.")
 
 
 def _smaller_K(r: dict) -> str:

@@ -18,7 +18,7 @@ LAYERS = (
                         "costsim.distributed", "costsim.data")),
     ("descriptions", ("costsim.profiles", "costsim.traces", "costsim.calibration", "costsim.metrics", "costsim.loadgen")),
     ("physics and money", ("costsim.memory", "costsim.roofline", "costsim.serving", "costsim.sizing",
-                           "costsim.fleet_cost")),
+                           "costsim.fleet_cost", "costsim.payoff")),
     ("protocols", ("costsim.protocols",)),
     ("scenario", ("costsim.scenario",)),
     ("drivers", ("costsim.sim", "costsim.twin", "costsim.live")),

@@ -25,7 +25,7 @@ def test_predict_default_values_are_the_formulas(capsys):
                                       "engine": "vllm", "expert_parallel": False}
     assert r["weak_deployment"]["engine"] == "vllm"
     # The verdict says in words which side of break-even kappa this is.
-    side = "slower" if r["L"] > 1 else "faster"
+    side = "faster" if r["specagent_pays"]["pays"] else "slower"
     assert r["verdict"].startswith(f"SpecAgent is {side} than Strong-only here")
     assert r["balance_batch_paper"] == pytest.approx(37.0)
     assert r["sources"]["kappa"].startswith("roofline")

@@ -20,11 +20,11 @@ overridden per device.
 """
 
 from .recommendation import (ASSUMPTIONS, CONFIRM_AT_MOST, api_of, check_protocols, confirm, point, recommend,
-                             screen_against_simulator, searchable_protocols, to_json, where_specagent_stops_paying)
+                             screen_against_simulator, searchable_protocols, to_json, specagent_payoff_of)
 from .screen import Pool, Rows, Screen, Screened, pareto
 from .screening import State, search
 from .space import Config, configurations, parse_ks, scenario_of
 
 __all__ = ["ASSUMPTIONS", "CONFIRM_AT_MOST", "Config", "Pool", "Rows", "Screen", "Screened", "State", "api_of",
            "check_protocols", "configurations", "confirm", "pareto", "parse_ks", "point", "recommend", "scenario_of",
-           "screen_against_simulator", "search", "searchable_protocols", "to_json", "where_specagent_stops_paying"]
+           "screen_against_simulator", "search", "searchable_protocols", "to_json", "specagent_payoff_of"]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import formulas, roofline
+from ..payoff import Payoff, specagent_payoff
 from ..config import COMMANDS, ON_API
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
 from ..protocols import PROTOCOLS
@@ -51,30 +51,14 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
 
 
-def where_specagent_stops_paying(base, s: Screened, tasks) -> str:
-    """In plain words, for a SpecAgent plan: kappa at its operating batches against the
-    break-even kappa, and the strong batch against the balance point B*."""
+def specagent_payoff_of(base, s: Screened, tasks) -> Payoff:
+    """The one verdict (:mod:`costsim.payoff`) for a SpecAgent plan: in time at its operating
+    mean running batches, at the tasks' typical step."""
     c = s.config
     d, o, ctx = step_shape(tasks)
-    sb, wb = max(s.strong_batch or 1.0, 1.0), max(s.weak_batch or 1.0, 1.0)
-    pp = roofline.protocol_parameters(c.strong, c.weak, [c.K], d, o, base.verdict_tokens, base.rho, ctx,
-                                      strong_batch=sb, weak_batch=wb, strong_step_scale=base.strong_step_scale,
-                                      weak_step_scale=base.weak_step_scale)
-    vd, rho = float(pp.v_over_d["time"][-1]), float(pp.rho["time"])
-    bek = float(formulas.break_even_kappa(base.p, c.K, vd, rho))
-    b_star = roofline.balance_batch(c.strong, ctx)
-    pays = pp.kappa < bek
-    b_txt = "∞" if not math.isfinite(b_star) else f"{b_star:.0f}"
-    if bek <= 0:  # R alone >= 1: no weak model is fast enough (formulas.break_even_kappa)
-        return (f"SpecAgent cannot pay in time here: at p_u = {base.p:g}, K = {c.K} its reviews and repairs alone take "
-                f"at least as much strong time as Strong-only's steps (break-even kappa <= 0), however fast the weak "
-                f"model (kappa {pp.kappa:.2f} at the operating batches). It needs a higher p_u.")
-    return (f"SpecAgent {'pays' if pays else 'does not pay'} in time here: a weak step takes {pp.kappa:.2f} of a "
-            f"strong one (kappa) at the operating mean running batches (strong {sb:.1f}, weak {wb:.1f} sequences), "
-            f"{'below' if pays else 'above'} the break-even {bek:.2f} at p_u = {base.p:g}, K = {c.K}. "
-            f"It stops paying when kappa passes {bek:.2f} (slower weak replicas, or busier ones) or when the strong "
-            f"batch passes the balance point B* = {b_txt} at {ctx:,.0f} tokens of context, where its extra prefill "
-            f"FLOPs become time.")
+    return specagent_payoff(c.strong, c.weak, base.p, c.K, d, o, base.verdict_tokens, base.rho, ctx,
+                            s.strong_batch or 1.0, s.weak_batch or 1.0, strong_step_scale=base.strong_step_scale,
+                            weak_step_scale=base.weak_step_scale)
 
 
 #: recommend confirms at most this many times ``confirm_top`` candidates (see :func:`recommend`).
@@ -146,9 +130,9 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
                             "empty")
         out["why"] = "; ".join(bits)
         if s.config.protocol.startswith("specagent"):
-            out["specagent"] = where_specagent_stops_paying(base, s, tasks)
+            out["specagent_pays"] = specagent_payoff_of(base, s, tasks).to_dict()
         elif sa:
-            out["specagent"] = where_specagent_stops_paying(base, sa[0], tasks)
+            out["specagent_pays"] = specagent_payoff_of(base, sa[0], tasks).to_dict()
     return out
 
 
@@ -237,6 +221,6 @@ def to_json(res: dict) -> dict:
             "tasks": res["tasks"], "front": [point(s) for s in res["front"]],
             "confirmed": [{"screen": point(s), "simulated": r} for s, r in res["confirmed"]],
             "recommended": None if rec is None else {"screen": point(rec[0]), "simulated": rec[1]},
-            "why": res.get("why") or res.get("why_none"), "specagent": res.get("specagent"),
+            "why": res.get("why") or res.get("why_none"), "specagent_pays": res.get("specagent_pays"),
             "prices": res["prices"], "api": res.get("api"), "resumed": res.get("resumed"), "engine": res["engine"],
             "assumptions": [*ASSUMPTIONS, latency_under_load()]}
