@@ -68,22 +68,22 @@ def render(res: dict) -> str:
         ("latency p50 (s)", "latency_p50_s", "{:.1f}"), ("latency p95 (s)", "latency_p95_s", "{:.1f}"),
         ("meets target", "meets_target", None),
         ("GPU-hours / 1k tasks", "gpu_hours_per_1k_tasks", "{:.2f}"),
-        ("USD / 1k tasks", "cost_per_1k_tasks", "{:.2f}"),
-        ("  of which API", "api_cost_per_1k_tasks", "{:.2f}"),
+        ("USD / 1k tasks", "cost_per_1k_tasks_usd", "{:.2f}"),
+        ("  of which API", "api_cost_per_1k_tasks_usd", "{:.2f}"),
         ("cell: strong + weak", None, None), ("cell: max tasks/s", None, None),
         ("uncontended p95 (s)", "uncontended_latency_p95_s", "{:.1f}"),
     ]
     lines = [f"Capacity for {res['task_rate_per_s']:.4g} tasks/s with task latency p95 <= {res['latency_p95_target_s']:g} s",
              "", f"{'':<26}" + "".join(f"{n:>{w}}" for n in names)]
-    if not any(P[n].get("api_cost_per_1k_tasks") for n in names):
-        rows = [r for r in rows if r[1] != "api_cost_per_1k_tasks"]
+    if not any(P[n].get("api_cost_per_1k_tasks_usd") for n in names):
+        rows = [r for r in rows if r[1] != "api_cost_per_1k_tasks_usd"]
     for label, key, fmt in rows:
         cells = []
         for n in names:
             r = P[n]
             if label.startswith("GPUs"):
-                g = r.get("gpus")
-                v = f"{g['total']} ({g['strong']} + {g['weak']})" if g else "-"
+                v = (f"{r['fleet_gpus']} ({r['strong_fleet_gpus']} + {r['weak_fleet_gpus']})"
+                     if r.get("fleet_gpus") is not None else "-")
             elif label == "cell: strong + weak":
                 v = f"{r['cell']['strong_replicas']} + {r['cell']['weak_replicas']}"
             elif label == "cell: max tasks/s":

@@ -90,8 +90,8 @@ def render(res: dict) -> str:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
             grown = (f", grown {r['grown']}x" if r["grown"] else "") + (
                 "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three targets")
-            lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['gpus']} GPUs, "
-                         f"USD {r['cost_per_1k_tasks']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
+            lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['fleet_gpus']} GPUs, "
+                         f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
                          f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target"
                          + ("" if r["steady"] else " on a run too short to be steady: its p95 may be low"))
         lines.append("")
@@ -101,8 +101,8 @@ def render(res: dict) -> str:
     else:
         s, r = rec
         proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-        lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['gpus']} GPUs, "
-                  f"USD {r['cost_per_1k_tasks']:.3f} per 1,000 "
+        lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['fleet_gpus']} GPUs, "
+                  f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1,000 "
                   f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks"
                   + ("" if r["steady"] else ", fewer than arrive in three targets at this rate: a p95 that may be low") + ")",
                   f"  why: {res['why']}"]

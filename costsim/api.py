@@ -393,7 +393,6 @@ class CapacityResult(Result):
         for name, r in self.data["protocols"].items():
             flat = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
             flat.update({f"cell_{k}": v for k, v in r["cell"].items() if not isinstance(v, (dict, list))})
-            flat.update({f"gpus_{k}": v for k, v in (r.get("gpus") or {}).items()})
             rows[name] = flat
         return pd.DataFrame(rows).T
 

@@ -348,8 +348,9 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
                "balance_batch": b_star}
         if not cell.feasible:
             res.update(sessions_per_strong_replica=None, strong_batch=None, past_balance_point=None,
-                       latency_p50_s=None, latency_p95_s=None, gpus=None, gpu_hours_per_1k_tasks=None,
-                       cost_per_1k_tasks=None, meets_target=False,
+                       latency_p50_s=None, latency_p95_s=None, fleet_gpus=None,
+                       strong_fleet_gpus=None, weak_fleet_gpus=None, gpu_hours_per_1k_tasks=None,
+                       cost_per_1k_tasks_usd=None, meets_target=False,
                        reason=f"the uncontended task latency p95 is {cell.uncontended_p95_s:.1f} s, above the "
                               f"target {srch.latency_p95_s:g} s: no number of replicas reaches it")
         else:

@@ -51,13 +51,13 @@ def costs(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_co
     missing = sorted({name for g, p, name in need if g and p is None})
     usd = None if missing else usd_per_1k_tasks(sum(g * p for g, p, _ in need if g), task_rate, api_cost_per_task)
     return {
-        "gpus": {"strong": gpus_s, "weak": gpus_w, "total": gpus_s + gpus_w},
+        "fleet_gpus": gpus_s + gpus_w, "strong_fleet_gpus": gpus_s, "weak_fleet_gpus": gpus_w,
         "gpu_hours_per_1k_tasks": (gpus_s + gpus_w) * hours_per_1k,
-        "cost_per_1k_tasks": usd,
-        "api_cost_per_1k_tasks": 1000.0 * api_cost_per_task,
+        "cost_per_1k_tasks_usd": usd,
+        "api_cost_per_1k_tasks_usd": 1000.0 * api_cost_per_task,
         "cost_note": ("cost unknown: no price per hour for " + ", ".join(missing)
                       + " (give --strong-price/--weak-price)") if missing else "",
-        "prices_per_gpu_hour_usd": {"strong": ps, "weak": pw},
+        "usd_per_gpu_hour": {"strong": ps, "weak": pw},
         "price_sources": {"strong": src_s, "weak": src_w},
     }
 

@@ -77,7 +77,7 @@ def test_planned_replicas_are_monotone_in_task_rate(small, r1, r2):
     for name in cells:
         assert a[name]["strong_replicas"] <= b[name]["strong_replicas"]
         assert a[name]["weak_replicas"] <= b[name]["weak_replicas"]
-        assert a[name]["gpus"]["total"] <= b[name]["gpus"]["total"]
+        assert a[name]["fleet_gpus"] <= b[name]["fleet_gpus"]
 
 
 def test_search_does_not_depend_on_the_task_rate(small):
@@ -135,7 +135,7 @@ def test_unreachable_target_is_reported_not_planned():
     tasks = generate(30, seed=1, shape=SHORT)
     sc = Scenario(strong=s, weak=w)
     res = cap.size_for_rate(tasks, sc, 1.0, ("strong-only",), cap.Search(latency_p95_s=0.5))["protocols"]["strong-only"]
-    assert res["feasible"] is False and res["strong_replicas"] is None and res["cost_per_1k_tasks"] is None
+    assert res["feasible"] is False and res["strong_replicas"] is None and res["cost_per_1k_tasks_usd"] is None
     assert "uncontended task latency p95" in res["reason"]
 
 
@@ -186,23 +186,23 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     c = fleet_cost.costs(s, w, strong=2, weak=3, task_rate=0.5)
     hours = 1000 / 0.5 / 3600
     assert c["gpu_hours_per_1k_tasks"] == pytest.approx(5 * hours)
-    assert c["cost_per_1k_tasks"] == pytest.approx(5 * hours * 3.99)
+    assert c["cost_per_1k_tasks_usd"] == pytest.approx(5 * hours * 3.99)
     assert "h100-sxm.toml" in c["price_sources"]["strong"]
     from dataclasses import replace
 
     s20, w20 = deps("h20")
     c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0)  # priced: CompShare's list price
-    assert c["cost_per_1k_tasks"] == pytest.approx(2 * 1000 / 3600 * 1.06)
+    assert c["cost_per_1k_tasks_usd"] == pytest.approx(2 * 1000 / 3600 * 1.06)
 
     def unpriced(d):
         return replace(d, device=replace(d.device, price_per_hour_usd=None))
     s20, w20 = unpriced(s20), unpriced(w20)
     c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0)
-    assert c["cost_per_1k_tasks"] is None and "h20" in c["cost_note"]
+    assert c["cost_per_1k_tasks_usd"] is None and "h20" in c["cost_note"]
     c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0, strong_price=2.0, weak_price=1.0)
-    assert c["cost_per_1k_tasks"] == pytest.approx(3.0 * 1000 / 3600)
+    assert c["cost_per_1k_tasks_usd"] == pytest.approx(3.0 * 1000 / 3600)
     c = fleet_cost.costs(s20, w20, strong=0, weak=2, task_rate=1.0, api_cost_per_task=0.01, weak_price=1.0)
-    assert c["cost_per_1k_tasks"] == pytest.approx(2.0 * 1000 / 3600 + 10.0)
+    assert c["cost_per_1k_tasks_usd"] == pytest.approx(2.0 * 1000 / 3600 + 10.0)
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -234,9 +234,9 @@ def test_command_json_has_the_documented_keys(capsys):
     for name in ("strong-only", "specagent"):
         p = out["protocols"][name]
         for key in ("strong_replicas", "weak_replicas", "sessions_per_strong_replica", "strong_batch",
-                    "past_balance_point", "latency_p95_s", "cost_per_1k_tasks"):
+                    "past_balance_point", "latency_p95_s", "cost_per_1k_tasks_usd"):
             assert key in p, key
-        assert p["cost_per_1k_tasks"] > 0
+        assert p["cost_per_1k_tasks_usd"] > 0
     assert out["protocols"]["strong-only"]["weak_replicas"] == 0
     assert any("Poisson" in a for a in out["assumptions"])
 
@@ -257,16 +257,16 @@ def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
     sc = Scenario(strong=s, weak=w, api="glm-5")
     res = cap.size_for_rate(tasks, sc, 0.1, ("edge-cloud", "cloud-strong-only"), cap.Search(latency_p95_s=600.0, rel_tol=0.2))
     edge, cloud = res["protocols"]["edge-cloud"], res["protocols"]["cloud-strong-only"]
-    assert edge["strong_replicas"] == 0 and edge["weak_replicas"] >= 1 and edge["gpus"]["strong"] == 0
+    assert edge["strong_replicas"] == 0 and edge["weak_replicas"] >= 1 and edge["strong_fleet_gpus"] == 0
     assert "rtx-5090.toml" in edge["price_sources"]["weak"]
     assert cloud["strong_replicas"] == cloud["weak_replicas"] == 0 and res["cells"]["cloud-strong-only"].rate == math.inf
-    assert cloud["cost_per_1k_tasks"] == pytest.approx(cloud["api_cost_per_1k_tasks"]) and cloud["cost_per_1k_tasks"] > 0
+    assert cloud["cost_per_1k_tasks_usd"] == pytest.approx(cloud["api_cost_per_1k_tasks_usd"]) and cloud["cost_per_1k_tasks_usd"] > 0
     # The assumptions name the hardware these protocols use: the API and the edge device, not 1x H20.
     said = " ".join(res["assumptions"])
     assert "behind the API glm-5" in said and "RTX 5090" in said and "H20" not in said
-    gpu_part = edge["gpus"]["weak"] * edge["prices_per_gpu_hour_usd"]["weak"] * 1000 / 0.1 / 3600
-    assert edge["cost_per_1k_tasks"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks"])
-    assert 0 < edge["api_cost_per_1k_tasks"] < cloud["api_cost_per_1k_tasks"]
+    gpu_part = edge["weak_fleet_gpus"] * edge["usd_per_gpu_hour"]["weak"] * 1000 / 0.1 / 3600
+    assert edge["cost_per_1k_tasks_usd"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks_usd"])
+    assert 0 < edge["api_cost_per_1k_tasks_usd"] < cloud["api_cost_per_1k_tasks_usd"]
 
 
 @settings(max_examples=6, deadline=None)
@@ -364,5 +364,5 @@ def test_an_infeasible_protocol_has_the_feasible_ones_keys():
     res = api.capacity(1.0, latency_p95="5s", tasks=40, tolerance=0.3)
     feasible = api.capacity(1.0, latency_p95="300s", tasks=40, tolerance=0.3, cells=None)
     for name, r in res["protocols"].items():
-        assert not r["feasible"] and r["gpus"] is None and r["cost_per_1k_tasks"] is None
-        assert {"gpus", "gpu_hours_per_1k_tasks", "cost_per_1k_tasks", "latency_p95_s"} <= set(feasible["protocols"][name])
+        assert not r["feasible"] and r["fleet_gpus"] is None and r["cost_per_1k_tasks_usd"] is None
+        assert {"fleet_gpus", "gpu_hours_per_1k_tasks", "cost_per_1k_tasks_usd", "latency_p95_s"} <= set(feasible["protocols"][name])

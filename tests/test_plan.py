@@ -148,7 +148,7 @@ def test_plan_command_recommends_a_confirmed_plan_that_capacity_confirms(capsys)
     rec = out["recommended"]
     assert out["configurations"] >= 10 and out["front"] and rec is not None
     assert rec["simulated"]["meets_target"] and rec["simulated"]["latency_p95_s"] <= 90
-    assert rec["simulated"]["cost_per_1k_tasks"] <= min(c["simulated"]["cost_per_1k_tasks"] for c in out["confirmed"]
+    assert rec["simulated"]["cost_per_1k_tasks_usd"] <= min(c["simulated"]["cost_per_1k_tasks_usd"] for c in out["confirmed"]
                                                         if c["simulated"]["meets_target"])
     costs = [p["cost_per_1k_tasks_usd"] for p in out["front"]]
     p95s = [p["latency_p95_s"] for p in out["front"]]
@@ -180,7 +180,7 @@ def test_a_free_device_is_priced_at_zero_and_planned(capsys):
     assert main(["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "h200", "--K", "4",
                  "--tasks", "40", "-q", "--price", "h200=0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["recommended"]["simulated"]["cost_per_1k_tasks"] == 0.0
+    assert out["recommended"]["simulated"]["cost_per_1k_tasks_usd"] == 0.0
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -371,15 +371,15 @@ def test_confirmation_goes_on_while_an_unconfirmed_candidate_could_be_cheaper(mo
 
     def confirm(tasks, base, s, rate, target, prices):
         asked.append(s.cost_per_1k)
-        return {"meets_target": True, "cost_per_1k_tasks": grown[s.cost_per_1k]}
+        return {"meets_target": True, "cost_per_1k_tasks_usd": grown[s.cost_per_1k]}
 
     monkeypatch.setattr(recommendation, "search", lambda *a, **k: screened)
     monkeypatch.setattr(recommendation, "confirm", confirm)
-    monkeypatch.setattr(recommendation, "where_specagent_stops_paying", lambda *a: "")
+    monkeypatch.setattr(recommendation, "specagent_payoff_of", lambda *a: None)
     base = Scenario(strong=None, weak=None)
     res = P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3)
     assert asked == [3.0, 3.5, 3.8, 4.0]
-    assert res["recommended"][1]["cost_per_1k_tasks"] == 4.2
+    assert res["recommended"][1]["cost_per_1k_tasks_usd"] == 4.2
     asked.clear()
     P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
     assert asked == [3.0, 3.5, 3.8][:P.CONFIRM_AT_MOST]

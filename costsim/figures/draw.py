@@ -298,12 +298,12 @@ def plan_front(res: dict):
     ax.plot([s.p95_s for s in front], [s.cost_per_1k for s in front], color="k", lw=1.2, marker="o", ms=4,
             label="Pareto front (screen)")
     for s, r in res["confirmed"]:
-        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks"]], marker="D", ms=7, mfc="none", mec="k", ls="")
+        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="D", ms=7, mfc="none", mec="k", ls="")
     if res["confirmed"]:
         ax.plot([], [], marker="D", ms=7, mfc="none", mec="k", ls="", label="confirmed by simulation")
     if res["recommended"]:
         s, r = res["recommended"]
-        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks"]], marker="*", ms=16, color="#d62728", mec="k", ls="",
+        ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="*", ms=16, color="#d62728", mec="k", ls="",
                 label=f"recommended: {s.config.describe()}")
     ax.axvline(res["latency_p95_target_s"], color="0.4", ls="--", lw=1)
     ax.text(res["latency_p95_target_s"], 0.02, "target ", ha="right", va="bottom", fontsize=8.5, color="0.3",

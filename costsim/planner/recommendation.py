@@ -42,10 +42,12 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
                 for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
     api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
-    return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"], "gpus": sum(gpus.values()),
+    return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"],
+            "fleet_gpus": sum(gpus.values()), "strong_fleet_gpus": gpus.get("strong", 0),
+            "weak_fleet_gpus": gpus.get("weak", 0),
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
-            "cost_per_1k_tasks": usd_per_1k_tasks(usd_h, task_rate, api),
-            "api_cost_per_1k_tasks": 1000.0 * api, "tasks_simulated": n,
+            "cost_per_1k_tasks_usd": usd_per_1k_tasks(usd_h, task_rate, api),
+            "api_cost_per_1k_tasks_usd": 1000.0 * api, "tasks_simulated": n,
             "steady": n >= spans * target_s * task_rate,
             "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
             "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
@@ -87,8 +89,8 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
         # Past the first confirm_top, go on while a candidate could still beat the best confirmed
         # one: a confirmation only adds replicas, so its screened cost bounds its cost from below.
         if i >= confirm_top and s.cost_per_1k >= min(
-                (r["cost_per_1k_tasks"] for _, r in confirmed
-                 if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None), default=math.inf):
+                (r["cost_per_1k_tasks_usd"] for _, r in confirmed
+                 if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None), default=math.inf):
             break
         inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
         res = state.get("confirm", inputs) if state else None
@@ -99,8 +101,8 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
         confirmed.append((s, res))
         if progress:
             progress(0)
-    ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks") is not None]
-    rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks"]) if ok else None
+    ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None]
+    rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks_usd"]) if ok else None
     out = {"task_rate_per_s": task_rate, "latency_p95_target_s": target_s, "configurations": len(configs),
            "resumed": None if state is None else {"folder": str(state.folder), "pieces": state.hits},
            "feasible": len(feasible), "screened": screened, "front": front, "confirmed": confirmed,
@@ -122,7 +124,7 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
             o = other[0]
             name = "Strong-only" if other is so else "SpecAgent"
             bits.append(f"the screen's cheapest {name} plan ({o.config.describe()}) costs "
-                        + (f"{o.cost_per_1k / r['cost_per_1k_tasks']:.2f}x its cost" if r["cost_per_1k_tasks"] > 0
+                        + (f"{o.cost_per_1k / r['cost_per_1k_tasks_usd']:.2f}x its cost" if r["cost_per_1k_tasks_usd"] > 0
                            else f"USD {o.cost_per_1k:.3f} per 1,000 tasks"))
             if o.uncontended_p95_s > 0.8 * target_s:
                 bits.append(f"its uncontended p95 is {o.uncontended_p95_s:.1f} s, within "
@@ -205,7 +207,7 @@ def point(s: Screened) -> dict:
             "weak": None if c.weak is None else {"device": c.weak.device.name, "gpus_per_replica": c.weak.n_devices},
             "api": c.api,
             "feasible": s.feasible, "strong_replicas": s.strong_replicas, "weak_replicas": s.weak_replicas,
-            "gpus": s.gpus, "cost_per_1k_tasks_usd": s.cost_per_1k, "latency_p95_s": s.p95_s,
+            "fleet_gpus": s.gpus, "cost_per_1k_tasks_usd": s.cost_per_1k, "latency_p95_s": s.p95_s,
             "uncontended_latency_p95_s": s.uncontended_p95_s, "strong_batch": s.strong_batch,
             "weak_batch": s.weak_batch, "why_not": s.why or None}
 
