@@ -19,8 +19,8 @@ _SHAPE_HELP = (f"tokens; default {WORKLOAD.step_tokens:g}/{WORKLOAD.obs_tokens:g
 _S, _I = Optional[str], Optional[int]
 #: The options calibrate and validate share: the endpoints, the call shapes, the requests.
 LIVE_OPTIONS = {
-    "weak": (_S, typer.Option(None, "--weak", help="Base URL of the weak model's OpenAI-compatible server.")),
-    "strong": (_S, typer.Option(None, "--strong", help="Base URL of the strong model's server.")),
+    "weak": (_S, typer.Option(None, "--weak-url", help="Base URL of the weak model's OpenAI-compatible server.")),
+    "strong": (_S, typer.Option(None, "--strong-url", help="Base URL of the strong model's server.")),
     "local": (bool, typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them.")),
     "api_key_env": (_S, typer.Option(None, "--api-key-env", help="Environment variable that holds the API key of both endpoints (never written anywhere).")),
     "weak_api_key_env": (_S, typer.Option(None, "--weak-api-key-env", help="Environment variable of the weak endpoint's API key [--api-key-env].")),
@@ -185,7 +185,7 @@ def serve_local(
     try:
         for role, s in servers.items():
             typer.echo(f"{role:6s} {s.url}   random Llama, {res['params'][role] / 1e6:.0f}M parameters ({s.model})")
-        typer.echo(f"try: costsim calibrate --weak {servers['weak'].url} --strong {servers['strong'].url}", err=True)
+        typer.echo(f"try: costsim calibrate --weak-url {servers['weak'].url} --strong-url {servers['strong'].url}", err=True)
         typer.echo("Ctrl-C stops both servers.", err=True)
         while not stop["now"]:
             for s in servers.values():

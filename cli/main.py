@@ -51,6 +51,34 @@ app.add_typer(_profiles.hardware_app, name="hardware")
 app.add_typer(_profiles.models_app, name="models")
 
 
+#: Flags renamed so that a name means one thing in every command: (command, old spelling) ->
+#: new. The old spelling works for one release, with a warning line on stderr.
+RENAMED_FLAGS = {("calibrate", "--weak"): "--weak-url", ("calibrate", "--strong"): "--strong-url",
+                 ("validate", "--weak"): "--weak-url", ("validate", "--strong"): "--strong-url",
+                 ("traces stats", "--tasks"): "--per-task", ("traces stats", "--no-tasks"): "--no-per-task"}
+
+
+def renamed_flags(argv: list[str]) -> list[str]:
+    """``argv`` with each old spelling of :data:`RENAMED_FLAGS` replaced by the new one, each
+    replacement announced on stderr as deprecated."""
+    words = []
+    for a in argv:
+        if a.startswith("-"):
+            break
+        words.append(a)
+    out = []
+    for a in argv:
+        flag, eq, value = a.partition("=")
+        new = next((n for (cmd, old), n in RENAMED_FLAGS.items() if flag == old and words[:len(cmd.split())] == cmd.split()),
+                   None)
+        if new:
+            print(f"costsim: warning: {flag} is deprecated in 'costsim {' '.join(words[:2])}': use {new} (the old "
+                  "spelling goes in the next release)", file=sys.stderr)
+            a = new + eq + value
+        out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input — a usage error, a :class:`UserError`, a profile error — becomes
     one line on stderr and exit code 2, never a traceback."""
@@ -59,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     from costsim.api import INPUT_ERRORS
 
     try:
-        rv = app(args=argv, prog_name="costsim", standalone_mode=False)
+        rv = app(args=renamed_flags(sys.argv[1:] if argv is None else list(argv)), prog_name="costsim",
+                 standalone_mode=False)
     except click.UsageError as e:
         if not e.format_message():  # a group called alone: click has printed its help already
             return 2

@@ -142,7 +142,7 @@ def stats_cmd(
     K: int = typer.Option(WORKLOAD.K, "--K", "-K", min=1, help="SpecAgent chunk size: at most K steps a chunk (unreviewed unless the chunking rule reviews it)."),
     chunking: Optional[str] = typer.Option(None, "--chunking", help="SpecAgent's chunking rule: messages-end, messages-pass, writes-only, writes+final or hold-messages (docs/protocols.md) [writes+final]."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    per_task: bool = typer.Option(True, "--tasks/--no-tasks", help="Per-task rows in the text output."),
+    per_task: bool = typer.Option(True, "--per-task/--no-per-task", help="Per-task rows in the text output."),
     strict: bool = typer.Option(False, "--strict", help="Any malformed line is fatal (default: skip it with a warning)."),
 ):
     """Steps, tokens, context growth, SpecAgent chunk lengths and implied reviews per trace.

@@ -1053,7 +1053,7 @@ def calibrate(*, max_prompt_tokens=None, max_output_tokens=None, allow_cache: bo
         res = _calibrated(we, se, w, o, allow_cache=allow_cache, max_prompt_tokens=max_prompt_tokens,
                           max_output_tokens=max_output_tokens, probes=probes, resume=resume, progress=progress)
     src = ("costsim calibrate --local (generated llama.cpp models)" if o["local"] else
-           f"costsim calibrate --weak {res['urls']['weak']} --strong {res['urls']['strong']}")
+           f"costsim calibrate --weak-url {res['urls']['weak']} --strong-url {res['urls']['strong']}")
     return CalibrationResult(res, src)
 
 

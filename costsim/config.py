@@ -427,6 +427,28 @@ def check_option(name: str, value) -> None:
         raise ValueError(bad + f"expected a number in [0, {hi:g}]")
 
 
+#: The JSON vocabulary: keys that mean one thing, with one type, in every command's --json
+#: (name -> (JSON types, unit and meaning)); tests/test_cli.py collects the keys of the commands'
+#: output and holds them to it.
+JSON_KEYS = {
+    "gpus": ("number", "GPUs of one replica"),
+    "fleet_gpus": ("number|null", "GPUs of a whole fleet, strong and weak replicas"),
+    "strong_fleet_gpus": ("number|null", "GPUs of a fleet's strong replicas"),
+    "weak_fleet_gpus": ("number|null", "GPUs of a fleet's weak replicas"),
+    "cost_per_1k_tasks_usd": ("number|null", "USD per 1,000 tasks: the fleet's hourly price over the tasks it "
+                                             "completes, plus what an API bills"),
+    "api_cost_per_1k_tasks_usd": ("number", "USD per 1,000 tasks billed by an API"),
+    "usd_per_gpu_hour": ("number|null", "USD per GPU-hour of one device"),
+    "strong_usd_per_gpu_hour": ("number|null", "USD per GPU-hour of the strong replicas' device"),
+    "weak_usd_per_gpu_hour": ("number|null", "USD per GPU-hour of the weak replicas' device"),
+    "latency_p95_s": ("number|null", "95th percentile of task latency, s"),
+    "task_rate_per_s": ("number", "tasks arriving per second"),
+    "specagent_pays": ("object|null", "the one verdict (costsim.payoff): does SpecAgent pay in time here"),
+}
+#: Spellings retired for one of :data:`JSON_KEYS` (old -> new): no command prints them.
+RETIRED_JSON_KEYS = {"cost_per_1k_tasks": "cost_per_1k_tasks_usd", "api_cost_per_1k_tasks": "api_cost_per_1k_tasks_usd",
+                     "prices_per_gpu_hour_usd": "strong_usd_per_gpu_hour, weak_usd_per_gpu_hour"}
+
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel", "gpu_memory_utilization")
 LATENCY_KEYS = ("tool_latency", "user_latency")

@@ -57,7 +57,7 @@ def costs(strong_dep, weak_dep, strong: int, weak: int, task_rate: float, api_co
         "api_cost_per_1k_tasks_usd": 1000.0 * api_cost_per_task,
         "cost_note": ("cost unknown: no price per hour for " + ", ".join(missing)
                       + " (give --strong-price/--weak-price)") if missing else "",
-        "usd_per_gpu_hour": {"strong": ps, "weak": pw},
+        "strong_usd_per_gpu_hour": ps, "weak_usd_per_gpu_hour": pw,
         "price_sources": {"strong": src_s, "weak": src_w},
     }
 

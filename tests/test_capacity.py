@@ -264,7 +264,7 @@ def test_api_protocols_plan_no_strong_replicas_and_add_token_cost():
     # The assumptions name the hardware these protocols use: the API and the edge device, not 1x H20.
     said = " ".join(res["assumptions"])
     assert "behind the API glm-5" in said and "RTX 5090" in said and "H20" not in said
-    gpu_part = edge["weak_fleet_gpus"] * edge["usd_per_gpu_hour"]["weak"] * 1000 / 0.1 / 3600
+    gpu_part = edge["weak_fleet_gpus"] * edge["weak_usd_per_gpu_hour"] * 1000 / 0.1 / 3600
     assert edge["cost_per_1k_tasks_usd"] == pytest.approx(gpu_part + edge["api_cost_per_1k_tasks_usd"])
     assert 0 < edge["api_cost_per_1k_tasks_usd"] < cloud["api_cost_per_1k_tasks_usd"]
 

@@ -129,3 +129,60 @@ def test_replay_shipped_trace_and_refuse_overwriting_it(capsys, tmp_path):
     code, _, err = run("replay", str(src), "--out", str(src), "--protocols", "strong-only")
     assert code == 2 and "refusing to overwrite an input file" in err
     assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("old,new", [("--weak", "--weak-url"), ("--strong", "--strong-url")])
+def test_a_renamed_flag_keeps_its_old_spelling_for_one_release_with_a_warning(capsys, old, new):
+    # Before 2026-12-02 --strong/--weak named a model in every command but calibrate and
+    # validate, where they took a URL: now --strong-url/--weak-url there.
+    other = "--strong-url" if new == "--weak-url" else "--weak-url"
+    assert main(["calibrate", old, "ftp://a", other, "b"]) == 2
+    err = capsys.readouterr().err
+    assert f"{old} is deprecated in 'costsim calibrate': use {new}" in err
+    assert f"{new} ftp://a: not an endpoint URL" in err or "not an endpoint URL" in err
+    assert main(["traces", "stats", "tau2-airline", "--no-tasks"]) == 0
+    out = capsys.readouterr()
+    assert "--no-tasks is deprecated in 'costsim traces stats': use --no-per-task" in out.err
+    assert main(["traces", "stats", "tau2-airline", "--no-per-task"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    # a model named --strong elsewhere is untouched
+    assert main(["predict", "-p", "0.8", "--K", "6", "--strong", "llama-3.1-8b", "--json"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+
+
+def _keys(obj, out: dict, path="") -> dict:
+    """Every key of a JSON document with the JSON types it holds: key -> {types}."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            t = ("null" if v is None else "object" if isinstance(v, dict) else "array" if isinstance(v, list)
+                 else "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else "string")
+            out.setdefault(k, set()).add(t)
+            _keys(v, out, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for v in obj:
+            _keys(v, out, path)
+    return out
+
+
+def test_every_commands_json_speaks_one_vocabulary(capsys):
+    # Before 2026-12-02 plan held cost_per_1k_tasks and cost_per_1k_tasks_usd in one object and
+    # gpus was a number in plan, an object in capacity.
+    from costsim.config import JSON_KEYS, RETIRED_JSON_KEYS
+
+    commands = [["predict", "-p", "0.8", "--K", "6"], ["simulate", "--tasks", "20", "-q"],
+                ["capacity", "--task-rate", "0.2/s", "--latency-p95", "400s", "--protocols", "strong-only,specagent",
+                 "--strong-device", "h200", "--weak-device", "h200", "--tasks", "40", "-q"],
+                ["plan", "--task-rate", "0.5/s", "--latency-p95", "120s", "--devices", "b200", "--K", "6", "--tasks", "20",
+                 "--confirm", "1", "-q"],
+                ["roofline", "--model", "llama-3.1-8b", "--device", "h100"], ["hardware", "show", "h20"],
+                ["hardware", "list"], ["models", "list"], ["traces", "stats", "tau2-airline"]]
+    seen: dict = {}
+    for argv in commands:
+        seen_here = _keys(run_json(capsys, *argv), {})
+        for k, types in seen_here.items():
+            seen.setdefault(k, {}).setdefault(" ".join(argv[:2]), set()).update(types)
+    assert not set(seen) & set(RETIRED_JSON_KEYS), {k: seen[k] for k in set(seen) & set(RETIRED_JSON_KEYS)}
+    for k, (types, _) in JSON_KEYS.items():
+        for cmd, got in seen.get(k, {}).items():
+            assert got <= set(types.split("|")), (k, cmd, got)
+    assert {"fleet_gpus", "cost_per_1k_tasks_usd", "specagent_pays", "gpus"} <= set(seen)

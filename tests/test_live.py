@@ -556,7 +556,7 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
     cal = tmp_path / "c.toml"
     cal.write_text(calibration_file(_result(), "test"))
     url = f"http://127.0.0.1:{_closed_port()}"
-    argv = [c.replace("{cal}", str(cal)) for c in cmd] + ["--weak", url, "--strong", url, "--retries", "1",
+    argv = [c.replace("{cal}", str(cal)) for c in cmd] + ["--weak-url", url, "--strong-url", url, "--retries", "1",
                                                            "-o" if cmd[0] == "calibrate" else "--seed",
                                                            str(tmp_path / "out.toml") if cmd[0] == "calibrate" else "0"]
     assert main(argv) == 2
@@ -567,18 +567,18 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["calibrate", "--weak", "http://x"], "both --weak URL and --strong URL"),
-    (["calibrate", "--local", "--weak", "http://x"], "either --local or --weak/--strong"),
+    (["calibrate", "--weak-url", "http://x"], "both --weak-url and --strong-url"),
+    (["calibrate", "--local", "--weak-url", "http://x"], "either --local or --weak-url/--strong-url"),
     (["validate", "--p-accept", "1.5", "--local"], "--p-accept must be in [0, 1]"),
-    (["calibrate", "--weak", "a", "--strong", "b", "--step-tokens", "0"], "--step-tokens must be an integer >= 1"),
-    (["validate", "--p-accept", "0.5", "--weak", "a", "--strong", "b", "--calibration", "/nonexistent.toml"],
+    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--step-tokens", "0"], "--step-tokens must be an integer >= 1"),
+    (["validate", "--p-accept", "0.5", "--weak-url", "a", "--strong-url", "b", "--calibration", "/nonexistent.toml"],
      "no such calibration file"),
-    (["calibrate", "--weak", "a", "--strong", "b", "--max-prompt-tokens", "-5"], "--max-prompt-tokens must be >= 1"),
-    (["calibrate", "--weak", "a", "--strong", "b", "--max-output-tokens", "0"], "--max-output-tokens must be >= 1"),
-    (["calibrate", "--weak", "a", "--strong", "b", "--timeout", "inf"], "--timeout 'inf': expected a duration"),
-    (["calibrate", "--weak", "ftp://a", "--strong", "b"], "--weak ftp://a: not an endpoint URL"),
-    (["calibrate", "--weak", "a", "--strong", "http://b:99999"], "--strong http://b:99999: not an endpoint URL"),
-    (["validate", "--p-accept", "0.5", "--weak", "a", "--strong", "b", "--resume"],
+    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--max-prompt-tokens", "-5"], "--max-prompt-tokens must be >= 1"),
+    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--max-output-tokens", "0"], "--max-output-tokens must be >= 1"),
+    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--timeout", "inf"], "--timeout 'inf': expected a duration"),
+    (["calibrate", "--weak-url", "ftp://a", "--strong-url", "b"], "--weak-url ftp://a: not an endpoint URL"),
+    (["calibrate", "--weak-url", "a", "--strong-url", "http://b:99999"], "--strong-url http://b:99999: not an endpoint URL"),
+    (["validate", "--p-accept", "0.5", "--weak-url", "a", "--strong-url", "b", "--resume"],
      "--resume goes on from the probes of --save-calibration"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypatch):
@@ -597,7 +597,7 @@ def test_cli_a_calibration_is_never_written_over_its_trace_nor_its_probes_onto_a
     out = tmp_path / "c.toml"
     (tmp_path / "c.toml.probes.json").mkdir()
     url = f"http://127.0.0.1:{_closed_port()}"
-    argv = [c.format(trace=trace, out=out) for c in cmd] + ["--weak", url, "--strong", url, "--trace", str(trace)]
+    argv = [c.format(trace=trace, out=out) for c in cmd] + ["--weak-url", url, "--strong-url", url, "--trace", str(trace)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert ("refusing to overwrite an input file" in err if "{trace}" in cmd[-1] else "is a directory" in err)
@@ -609,7 +609,7 @@ def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsy
     res["fits"]["weak"] = replace(res["fits"]["weak"], prefill_s_per_token=-0.001)
     cal = tmp_path / "neg.toml"
     cal.write_text(calibration_file(res, "test"))
-    assert main(["validate", "-p", "0.8", "--weak", "a", "--strong", "b", "--calibration", str(cal)]) == 2
+    assert main(["validate", "-p", "0.8", "--weak-url", "a", "--strong-url", "b", "--calibration", str(cal)]) == 2
     err = capsys.readouterr().err
     assert "[weak] per-token times must be > 0" in err and err.count("\n") == 1
 
@@ -658,7 +658,7 @@ def test_no_error_path_shows_the_key_or_the_url_password(scripted, monkeypatch, 
     # Through the CLI too: stdout, stderr and any file written.
     from costsim.cli.main import main
 
-    code = main(["validate", "--weak", url, "--strong", url, "--api-key-env", "COSTSIM_TEST_KEY", "--retries", "0",
+    code = main(["validate", "--weak-url", url, "--strong-url", url, "--api-key-env", "COSTSIM_TEST_KEY", "--retries", "0",
                  "--tasks", "1", "--steps", "2", "--json"])
     out = capsys.readouterr()
     assert code == 2 and out.err.count("\n") == 1

@@ -68,7 +68,7 @@ def test_generated_models_are_seeded_and_sized(model_dir, tmp_path):
 
 def test_calibrate_then_predict_and_validate_read_it(servers, tmp_path):
     out = tmp_path / "calib.toml"
-    r = _cli("calibrate", "--weak", servers.weak.url, "--strong", servers.strong.url + "/v1", "-o", str(out),
+    r = _cli("calibrate", "--weak-url", servers.weak.url, "--strong-url", servers.strong.url + "/v1", "-o", str(out),
              "--repeats", "2", *SHAPES, "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
@@ -96,7 +96,7 @@ def test_calibrate_then_predict_and_validate_read_it(servers, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kappa"] == pytest.approx(cal.ratios["kappa"])
 
-    r = _cli("validate", "--weak", servers.weak.url, "--strong", servers.strong.url, "--calibration", str(out),
+    r = _cli("validate", "--weak-url", servers.weak.url, "--strong-url", servers.strong.url, "--calibration", str(out),
              "--p-accept", "0.8", "--tasks", "2", "--steps", "3", *SHAPES, "--json")
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)
@@ -121,7 +121,7 @@ def test_killed_server_stops_calibration_with_saved_probes_then_resume(model_dir
     out = tmp_path / "calib.toml"
     probes = tmp_path / "calib.toml.probes.json"
     with LocalServers(weak_size="tiny", strong_size="tiny", model_dir=model_dir) as s:
-        args = ["calibrate", "--weak", s.weak.url, "--strong", s.strong.url, "-o", str(out), "--repeats", "2",
+        args = ["calibrate", "--weak-url", s.weak.url, "--strong-url", s.strong.url, "-o", str(out), "--repeats", "2",
                 "--retries", "1", "--timeout", "20", *SHAPES]
         p = subprocess.Popen([*costsim_argv(), *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
@@ -262,7 +262,7 @@ def _answers(url) -> bool:
 
 def test_validate_that_calibrates_saves_its_calibration_and_probes(servers, tmp_path):
     out = tmp_path / "own.toml"
-    r = _cli("validate", "--weak", servers.weak.url, "--strong", servers.strong.url, "--save-calibration", str(out),
+    r = _cli("validate", "--weak-url", servers.weak.url, "--strong-url", servers.strong.url, "--save-calibration", str(out),
              "--repeats", "1", "--p-accept", "0.8", "--tasks", "1", "--steps", "3", *SHAPES, "--json")
     assert r.returncode == 0, r.stderr
     from costsim.calibration import load_calibration

@@ -136,7 +136,7 @@ def test_vllm_metric_names_calibration_and_validation(vllm_url, tmp_path):
 
     out = tmp_path / "calib.toml"
     # One server stands for both endpoints: the integration under test is costsim <-> vLLM.
-    c = _cli("calibrate", "--weak", vllm_url, "--strong", vllm_url + "/v1", "-o", str(out), "--repeats", "2",
+    c = _cli("calibrate", "--weak-url", vllm_url, "--strong-url", vllm_url + "/v1", "-o", str(out), "--repeats", "2",
              "--step-tokens", "16", "--obs-tokens", "16", "--verdict-tokens", "4", "--K", "3", "--json")
     assert c.returncode == 0, c.stderr
     res = json.loads(c.stdout)
@@ -148,7 +148,7 @@ def test_vllm_metric_names_calibration_and_validation(vllm_url, tmp_path):
         assert res["fits"][role]["decode_s_per_token"] > 0
     assert 0.5 < res["ratios"]["time"]["kappa"] < 2.0  # the same server: kappa ~ 1
 
-    v = _cli("validate", "--weak", vllm_url, "--strong", vllm_url, "--calibration", str(out), "--p-accept", "0.8",
+    v = _cli("validate", "--weak-url", vllm_url, "--strong-url", vllm_url, "--calibration", str(out), "--p-accept", "0.8",
              "--K", "3", "--tasks", "1", "--steps", "3", "--step-tokens", "16", "--obs-tokens", "16",
              "--verdict-tokens", "4", "--json")
     assert v.returncode == 0, v.stderr

@@ -103,7 +103,7 @@ def test_list_and_shipped_stats(capsys):
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert (rows["tau2-airline"]["tasks"], rows["tau2-airline"]["steps"]) == (50, 621)
     assert (rows["tau2-retail"]["tasks"], rows["tau2-retail"]["steps"]) == (114, 1279)
-    assert run(["traces", "stats", "tau2-airline", "--no-tasks"]) == 0
+    assert run(["traces", "stats", "tau2-airline", "--no-per-task"]) == 0
     out = capsys.readouterr().out
     assert "steps by kind   read 310  write 61  respond 200  final 50" in out
     assert "model claude-sonnet-4-5-20250929: 621 steps" in out

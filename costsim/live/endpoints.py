@@ -22,9 +22,9 @@ def open_endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=No
     from .client import Endpoint
 
     if local and (weak or strong):
-        raise ValueError("give either --local or --weak/--strong URLs, not both")
+        raise ValueError("give either --local or --weak-url/--strong-url, not both")
     if not local and not (weak and strong):
-        raise ValueError("both --weak URL and --strong URL are needed (or --local)")
+        raise ValueError("both --weak-url and --strong-url are needed (or --local)")
     if not 0 < timeout <= 86400 or retries < 0:  # a day: past any one request, short of the clock's overflow
         raise ValueError(f"--timeout must be in (0, 86400] s and --retries >= 0, got {timeout} and {retries}")
     servers = None
@@ -49,7 +49,7 @@ def open_endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=No
             try:
                 eps.append(Endpoint(u, api_key_env=k, timeout_s=timeout, retries=retries))
             except ValueError as e:
-                raise ValueError(f"--{role} {e}") from None
+                raise ValueError(f"--{role}-url {e}") from None
         try:
             yield eps[0], eps[1]
         finally:
