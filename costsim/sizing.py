@@ -60,7 +60,7 @@ def weight_dtype(model: ModelSpec, given: str | None = None, role: str = "") -> 
     return model.default_dtype
 
 
-def engine(name: str | None = None, gpu_memory_utilization: float | None = None) -> Engine:
+def engine_profile(name: str | None = None, gpu_memory_utilization: float | None = None) -> Engine:
     """The engine profile ``name`` (default: the default engine's), taking
     ``gpu_memory_utilization`` of each GPU's memory where given (vLLM's
     ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``) instead of its default."""
@@ -72,8 +72,6 @@ def engine(name: str | None = None, gpu_memory_utilization: float | None = None)
         raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {u!r}")
     return replace(eng, memory_utilization=float(u), memory_rule="")
 
-
-_engine = engine  # the name the functions below take a parameter by
 
 
 def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
@@ -89,8 +87,8 @@ def deployments(strong=None, weak=None, strong_device=None, weak_device=None,
     d = DEPLOYMENTS
     sm, wm = load_model(strong or d.strong), load_model(weak or d.weak)
     sd, wd = load_device(strong_device or d.device), load_device(weak_device or d.device)
-    se = _engine(engine, gpu_memory_utilization)
-    we = _engine(weak_engine, gpu_memory_utilization) if weak_engine else se
+    se = engine_profile(engine, gpu_memory_utilization)
+    we = engine_profile(weak_engine, gpu_memory_utilization) if weak_engine else se
     sdt, wdt = weight_dtype(sm, strong_dtype, "strong"), weight_dtype(wm, weak_dtype)
     n = replica_gpus(sm, sd, sdt, se, batch, context) if strong_gpus is None else strong_gpus
     out = (Deployment(sm, sd, n, sdt, engine=se, expert_parallel=expert_parallel),
@@ -106,7 +104,7 @@ def deployment(model: str, device: str, gpus: int | None = None, dtype: str | No
     """``model`` on ``gpus`` of ``device`` (where not given, :func:`replica_gpus` for ``batch``
     sequences of ``context`` tokens), in ``dtype`` (:func:`weight_dtype`), under ``engine``
     (taking ``gpu_memory_utilization`` of each GPU where given)."""
-    m, d, eng = load_model(model), load_device(device), _engine(engine, gpu_memory_utilization)
+    m, d, eng = load_model(model), load_device(device), engine_profile(engine, gpu_memory_utilization)
     dt = weight_dtype(m, dtype)
     return Deployment(m, d, gpus or replica_gpus(m, d, dt, eng, batch, context), dt, engine=eng,
                       expert_parallel=expert_parallel)

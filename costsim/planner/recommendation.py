@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from ..payoff import Payoff, specagent_payoff
 from ..config import COMMANDS, ON_API
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
+from ..payoff import Payoff, specagent_payoff
 from ..protocols import PROTOCOLS
 from ..sizing import api_profile, api_speeds
 from ..traces.stats import step_shape

@@ -9,7 +9,7 @@ from ..config import EDGE_CLOUD, PLAN_SEARCH
 from ..formulas import MAX_K
 from ..profiles import Deployment, load_device
 from ..memory import DoesNotFit
-from ..sizing import engine as engine_profile, strong_options, weak_deployment, weight_dtype
+from ..sizing import engine_profile, strong_options, weak_deployment, weight_dtype
 
 
 @dataclass(frozen=True)
