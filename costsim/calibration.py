@@ -59,8 +59,11 @@ def endpoint_fits(cal: Calibration) -> tuple:
         except (KeyError, TypeError, ValueError):
             raise CalibrationError(f"{cal.path}: [{which}] needs prefill_s_per_token, decode_s_per_token "
                                    "and overhead_s numbers") from None
-        if vals[0] <= 0 or vals[1] <= 0 or vals[2] < 0 or not all(math.isfinite(v) for v in vals):
-            raise CalibrationError(f"{cal.path}: [{which}] per-token times must be > 0 and the overhead >= 0")
+        # A prefill of 0 is what calibrate writes when its probes cannot resolve prefill (see
+        # roofline.calibrated); decode must be measured.
+        if vals[0] < 0 or vals[1] <= 0 or vals[2] < 0 or not all(math.isfinite(v) for v in vals):
+            raise CalibrationError(f"{cal.path}: [{which}] needs decode_s_per_token > 0, and prefill_s_per_token "
+                                   "and overhead_s >= 0")
         out.append((which, *vals))
     if not out:
         raise CalibrationError(f"{cal.path}: no [weak] or [strong] endpoint fits to simulate with")

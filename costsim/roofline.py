@@ -344,10 +344,13 @@ def calibrated(coef: Coefficients, prefill_s_per_token: float, decode_s_per_toke
     ``prefill_s_per_token`` and the memory rate so that a batch-1 decode iteration's weight read
     takes ``decode_s_per_token``; overheads are then inside those rates (per-call overhead is
     the caller's). Batch, context and expert-union effects still come from the roofline's shape.
+    A ``prefill_s_per_token`` of 0 is a prefill the measurement did not resolve (calibrate's
+    bounded fit at its bound): the roofline's compute rate is kept, not made infinite.
     """
-    if prefill_s_per_token <= 0 or decode_s_per_token <= 0:
-        raise ValueError("calibrated per-token times must be > 0")
-    return replace(coef, compute_rate=coef.flops_per_token / prefill_s_per_token,
+    if prefill_s_per_token < 0 or decode_s_per_token <= 0:
+        raise ValueError("calibrated times per token must be: decode > 0, prefill >= 0")
+    compute_rate = coef.flops_per_token / prefill_s_per_token if prefill_s_per_token > 0 else coef.compute_rate
+    return replace(coef, compute_rate=compute_rate,
                    memory_rate=float(coef.weight_bytes(1.0)) / decode_s_per_token,
                    comm_s_per_token=0.0, fixed_s=0.0)
 

@@ -37,6 +37,15 @@ def test_calibrated_coefficients_reproduce_the_measured_times():
     assert float(pre.seconds) >= 2000 * 0.017
 
 
+def test_an_unresolved_prefill_keeps_the_rooflines_compute_rate():
+    dep = Deployment(load_model("llama-3.1-8b"), load_device("h100"), 1)
+    coef = roofline.coefficients(dep)
+    cal = roofline.calibrated(coef, 0.0, 0.09)
+    assert cal.compute_rate == coef.compute_rate and float(cal.cost(1, 0, 0).seconds) == pytest.approx(0.09, rel=1e-4)
+    with pytest.raises(ValueError, match="decode > 0"):
+        roofline.calibrated(coef, 0.017, 0.0)
+
+
 def test_simulated_call_time_follows_the_calibration(tmp_path):
     from costsim.calibration import endpoint_fits, load_calibration
 

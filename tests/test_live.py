@@ -611,7 +611,34 @@ def test_cli_validate_refuses_a_calibration_whose_fits_cannot_be(tmp_path, capsy
     cal.write_text(calibration_file(res, "test"))
     assert main(["validate", "-p", "0.8", "--weak-url", "a", "--strong-url", "b", "--calibration", str(cal)]) == 2
     err = capsys.readouterr().err
-    assert "[weak] per-token times must be > 0" in err and err.count("\n") == 1
+    assert "[weak] needs decode_s_per_token > 0" in err and err.count("\n") == 1
+
+
+def test_a_prefill_too_small_to_resolve_is_written_with_a_warning_and_the_file_validates(tmp_path):
+    """A tiny model on a CPU (CI's vLLM) prefills in microseconds: the bounded fit lands on 0.
+    calibrate must still write a file that validate and the simulator take (CI failed on this)."""
+    from costsim.calibration import endpoint_fits, load_calibration
+    from costsim.live.fit import ratios_for
+
+    rows = _rows((0.02, 0.0, 0.003), "weak", noise=0.03, seed=1) + _rows((0.01, 0.01, 0.045), "strong")
+    res = analyse(rows, LOCAL_SHAPES, _FakeEp("http://h:1", "w"), _FakeEp("http://h:2", "s"),
+                  {"weak": True, "strong": True}, {}, False)
+    assert res["fits"]["weak"].prefill_s_per_token == 0.0  # the noise pushed it to the bound
+    assert any(x.startswith("weak: prefill time per token not resolved") for x in res["warnings"])
+    cal = tmp_path / "c.toml"
+    cal.write_text(calibration_file(res, "test"))
+    assert dict((w, p) for w, p, _, _ in endpoint_fits(load_calibration(str(cal))))["weak"] == 0.0
+    ratios, _ = ratios_for(str(cal), LOCAL_SHAPES)
+    assert 0 < ratios["kappa"] < 1
+
+
+def test_a_decode_too_small_to_resolve_is_refused_before_a_file_is_written():
+    from costsim.live.calibrate import CalibrationRunError
+
+    rows = _rows((0.02, 0.0002, 0.0), "weak", noise=0.03, seed=1) + _rows((0.01, 0.01, 0.045), "strong")
+    with pytest.raises(CalibrationRunError, match="weak endpoint .*decode time per token fitted at 0"):
+        analyse(rows, LOCAL_SHAPES, _FakeEp("http://h:1", "w"), _FakeEp("http://h:2", "s"),
+                {"weak": True, "strong": True}, {}, False)
 
 
 def test_workload_from_a_trace_takes_its_typical_step_and_flags_win():

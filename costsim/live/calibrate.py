@@ -163,8 +163,21 @@ def analyse(rows, w: CallShapes, weak: Endpoint, strong: Endpoint, forced: dict,
             fits[role] = _fit.fit_endpoint(rr)
         except _fit.FitError as e:
             raise CalibrationRunError(f"{role} endpoint {(weak if role == 'weak' else strong).url}: {e}") from None
+        if fits[role].decode_s_per_token <= 0:
+            # The simulator and every ratio scale with decode: a file without it would be refused later.
+            raise CalibrationRunError(f"{role} endpoint {(weak if role == 'weak' else strong).url}: decode time per "
+                                      "token fitted at 0 (not resolved above timing noise): probe longer outputs "
+                                      "(--max-output-tokens) on a quieter machine")
     ratios = _fit.derive_ratios(fits["weak"], fits["strong"], w)
     warnings = list(notes)
+    for role, f in fits.items():
+        if f.prefill_s_per_token <= 0:
+            # A bounded fit at its bound: the probes' prompts are too short for this server's noise
+            # (a tiny model on a CPU prefills in microseconds). Written as measured; see roofline.calibrated.
+            hi = f.ci95["prefill_s_per_token"][1]
+            warnings.append(f"{role}: prefill time per token not resolved above timing noise (fitted at 0; 95% "
+                            f"interval up to {hi * 1e3:.3g} ms/token): longer probe prompts (--max-prompt-tokens) "
+                            "resolve it; the simulator keeps the roofline's prefill rate where it is 0")
     for role, f in fits.items():
         if f.r2 < FIT_WARN_R2 or f.max_rel_residual > FIT_WARN_RESIDUAL:
             warnings.append(f"{role}: a poor fit (R² {f.r2:.3f}, worst shape off by {f.max_rel_residual:.0%}; "
