@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from costsim.api import CAPACITY_OPTIONS
-from costsim.config import COMMANDS, ON_API
+from costsim.config import COMMANDS
 
 from ._common import SCENARIO_OPTIONS, Progress, dumps, target_missed, warn, with_options, user_errors
 
@@ -94,7 +94,7 @@ def render(res: dict) -> str:
             cells.append(f"{v:>{w}}")
         lines.append(f"{label:<26}" + "".join(cells))
     lines.append("")
-    local = [n for n in names if n not in ON_API]
+    local = [n for n in names if P[n]["backend"] == "replicas"]
     lines.append(f"balance point B* of the strong replica{' (' + ', '.join(local) + ')' if local != names else ''}: "
                  f"{_f(res['balance_batch'], '{:.0f}')} sequences "
                  f"at the tasks' typical context ({res['balance_context_tokens']:.0f} tokens); its KV pool "

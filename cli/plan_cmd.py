@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from costsim.api import PLAN_OPTIONS
-from costsim.config import COMMANDS, EDGE_CLOUD, ON_API, PLAN_SEARCH
+from costsim.config import COMMANDS, EDGE_CLOUD, PLAN_SEARCH
 
 from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, target_missed, warn, with_options,
                       user_errors)
@@ -19,7 +19,7 @@ def plan(
     devices: str = typer.Option(",".join(PLAN_SEARCH.devices), "--devices", help="Devices to search for the strong replicas (and the weak ones, unless --weak-devices)."),
     weak_devices: Optional[str] = typer.Option(None, "--weak-devices", help="Devices to search for the weak replicas [--devices]."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Most GPUs a replica may span [8: one node]."),
-    protocols: Optional[str] = typer.Option(None, "--protocols", help=f"Protocols to search [{','.join(PLAN_SEARCH.protocols)}; with --api also {','.join(ON_API)}]."),
+    protocols: Optional[str] = typer.Option(None, "--protocols", help=f"Protocols to search [{','.join(PLAN_SEARCH.protocols)}; with --api also those on the API backend, which `costsim protocols` marks]."),
     edge_devices: str = typer.Option(EDGE_CLOUD.edge_device, "--edge-devices", help="With --api: local devices of the edge-cloud weak model."),
     ks: str = typer.Option(",".join(map(str, PLAN_SEARCH.Ks)), "--K", "-K", help="Chunk sizes to search: a range 2..12 or a list."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="DEVICE=USD per GPU-hour, overriding the profile's list price; repeatable."),

@@ -485,7 +485,8 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
 
     from . import fleet_cost
     from . import planner as P
-    from .config import EDGE_CLOUD, ON_API, PLAN_SEARCH
+    from .config import EDGE_CLOUD, PLAN_SEARCH
+    from .protocols import api_protocols
     from .units import parse_rate, parse_seconds
 
     _options("plan", options, PLAN_OPTIONS)
@@ -500,7 +501,7 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
         raise ValueError(f"--tasks must be in [20, 100,000], got {tasks}")
     if not 1 <= confirm <= 50:
         raise ValueError(f"--confirm must be in [1, 50], got {confirm}")
-    default = PLAN_SEARCH.protocols + (ON_API if options.get("api") else ())
+    default = PLAN_SEARCH.protocols + (api_protocols() if options.get("api") else ())
     names = P.check_protocols(_names(protocols if protocols is not None else default, "--protocols"),
                                         options.get("api"))
     ks = P.parse_ks(K) if isinstance(K, str) else tuple(K) if K is not None else PLAN_SEARCH.Ks

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import fleet_cost, roofline
-from .config import COMMANDS, ON_API
+from .config import COMMANDS
+from .protocols import drafts, on_api
 from .memory import kv_pool_bytes, max_sequences
 from .payoff import specagent_payoff
 from .scenario import Scenario
@@ -121,13 +122,13 @@ def _run(tasks, sc: Scenario, protocol: str, rate: float | None, strong: int, we
 def _pools(rows, protocol: str) -> tuple[bool, bool]:
     """Does ``protocol`` use replicas of its own on the strong and on the weak side? A strong
     model behind an API (edge-cloud protocols) is the provider's, not a replica to plan."""
-    return (protocol not in ON_API and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
+    return (not on_api(protocol) and any(r["strong_calls"] > 0 for r in rows), any(r["weak_calls"] > 0 for r in rows))
 
 
 def replica_deployments(sc: Scenario, protocol: str):
     """The (strong, weak) deployments replicas of ``protocol`` run on: the scenario's, or for
     the edge-cloud protocols (strong behind an API: None) the weak model on the edge device."""
-    return (None, edge_deployment(sc.weak, sc.edge_device)) if protocol in ON_API else (sc.strong, sc.weak)
+    return (None, edge_deployment(sc.weak, sc.edge_device)) if on_api(protocol) else (sc.strong, sc.weak)
 
 
 def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:
@@ -336,7 +337,8 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
         cell = cells.get(name) or search_cell(tasks, sc, name, srch)
         cells[name] = cell
         s, w = replicas_for(cell, task_rate)
-        res = {"feasible": cell.feasible, "strong_replicas": s, "weak_replicas": w,
+        res = {"backend": "api" if on_api(name) else "replicas",
+               "feasible": cell.feasible, "strong_replicas": s, "weak_replicas": w,
                # scaled out on a rate the probes could only bound from below: at most this many
                "replicas_are_upper_bound": bool(cell.capped and s is not None and task_rate > cell.rate),
                "cell": {"strong_replicas": cell.strong, "weak_replicas": cell.weak,
@@ -363,7 +365,7 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
             s_dep, w_dep = replica_deployments(sc, name)
             res.update(fleet_cost.costs(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
                                         strong_price, weak_price))
-            if name.startswith("specagent") and name not in ON_API:  # the one verdict, at the operating batches
+            if drafts(name) and not on_api(name):  # the one verdict, at the operating batches
                 res["specagent_pays"] = specagent_payoff(
                     s_dep, w_dep, sc.p, sc.K, d, o, sc.verdict_tokens, sc.rho, ctx, op["strong_batch"] or 1.0,
                     op["weak_batch"] or 1.0, strong_step_scale=sc.strong_step_scale,
@@ -397,15 +399,15 @@ def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
 def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
     from .measured import latency_under_load
 
-    local = [n for n in protocols if n not in ON_API]
-    on_api = [n for n in protocols if n in ON_API]
+    local = [n for n in protocols if not on_api(n)]
+    remote = [n for n in protocols if on_api(n)]
     return [
         f"workload: {len(tasks)} tasks, p_u = {sc.p:g}" + (f" ({sc.p_dist})" if sc.p_dist else "")
         + f", K = {sc.K}, rho = {sc.rho:g}, verdict {sc.verdict_tokens} tokens, seed {sc.seed}",
         *([f"strong: {sc.strong.describe()}; weak: {sc.weak.describe()}"
-           + (f" ({', '.join(local)})" if on_api else "")] if local or not on_api else []),
-        *([f"{', '.join(on_api)}: the strong model behind the API {api_profile(sc.api).name} (no strong replicas); weak: "
-           f"{edge_deployment(sc.weak, sc.edge_device).describe()}"] if on_api else []),
+           + (f" ({', '.join(local)})" if remote else "")] if local or not remote else []),
+        *([f"{', '.join(remote)}: the strong model behind the API {api_profile(sc.api).name} (no strong replicas); weak: "
+           f"{edge_deployment(sc.weak, sc.edge_device).describe()}"] if remote else []),
         "arrivals: Poisson, open loop; tasks assigned round-robin to replicas; each replica batches "
         "continuously (token budget, most sequences: strong %d, %d; weak %d, %d)" % (*sc.limits(sc.strong), *sc.limits(sc.weak)),
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "

@@ -113,7 +113,8 @@ def edge_cloud_setting(setting: str) -> tuple:
 class PlanSearch:
     """What `costsim plan` searches when the user names none: the datacentre devices with
     on-demand list prices in ``hardware/`` (for the strong replicas, and the weak ones), the
-    chunk sizes, and the protocols (with an API named, also :data:`ON_API`)."""
+    chunk sizes, and the protocols (with an API named, also those on the API backend:
+    ``costsim.protocols.api_protocols``)."""
 
     devices: tuple = ("h20", "h100-sxm", "h200", "b200")
     Ks: tuple = (2, 4, 6, 8, 10, 12)
@@ -121,11 +122,6 @@ class PlanSearch:
 
 
 PLAN_SEARCH = PlanSearch()
-#: The protocols billed by an API, each with the API-only baseline that is added to its runs
-#: and that its API ratios are taken against (costsim.metrics.API_RATIOS).
-API_BILLED = {"edge-cloud": "cloud-strong-only"}
-#: Every protocol that runs on the API backend (strong: the API; weak: the edge device).
-ON_API = (*API_BILLED, *API_BILLED.values())
 
 
 @dataclass(frozen=True)
@@ -444,6 +440,7 @@ JSON_KEYS = {
     "latency_p95_s": ("number|null", "95th percentile of task latency, s"),
     "task_rate_per_s": ("number", "tasks arriving per second"),
     "specagent_pays": ("object|null", "the one verdict (costsim.payoff): does SpecAgent pay in time here"),
+    "backend": ("string", "where a protocol's strong model runs: 'replicas' (costsim's) or 'api' (a priced API)"),
 }
 #: Spellings retired for one of :data:`JSON_KEYS` (old -> new): no command prints them.
 RETIRED_JSON_KEYS = {"cost_per_1k_tasks": "cost_per_1k_tasks_usd", "api_cost_per_1k_tasks": "api_cost_per_1k_tasks_usd",

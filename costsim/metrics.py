@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .config import API_BILLED
+from .protocols import PROTOCOLS
 
 COUNTERS = ("calls", "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s")
 #: Per-task counters of the protocols beyond the paper's (zero where a protocol has no such
@@ -76,7 +76,7 @@ PER_TASK_EXTRA = {
     "false_accepts_per_task": "false_accepts",
     "false_rejects_per_task": "false_rejects",
 }
-#: Ratios of API-billed protocols to their API baseline (``costsim.config.API_BILLED``), paired.
+#: Ratios of a protocol on the API backend to its API baseline (its record's ``api_baseline``), paired.
 API_RATIOS = {
     "api_cost_ratio": "api_cost_usd",
     "remote_output_tokens_ratio": "remote_output_tokens",
@@ -121,20 +121,23 @@ def ratio_ci(x, y) -> dict:
     return {"mean": r, "ci95": [r - Z95 * se, r + Z95 * se]}
 
 
-def summarize(rows, baseline: str = "strong-only", api_baseline: str = API_BILLED["edge-cloud"]) -> dict:
+def summarize(rows) -> dict:
     """``{protocol: {metric: {"mean": x, "ci95": [lo, hi]}}}`` from simulated rows.
 
-    Protocols billed by an API also get :data:`API_RATIOS` against ``api_baseline`` when the
-    rows have it (Strong-only over the same API)."""
+    Each protocol's :data:`RATIOS` are against its record's ``baseline`` (Strong-only), and a
+    protocol on the API backend also gets :data:`API_RATIOS` against its ``api_baseline``
+    (Strong-only over the same API), where the rows have them; a protocol not registered (a
+    test's) is taken against Strong-only."""
     by = {}
     for r in rows:
         by.setdefault(r["protocol"], []).append(r)
     for rs in by.values():
         rs.sort(key=lambda r: r["task_index"])
-    base = by.get(baseline)
-    api_base = by.get(api_baseline)
     out = {}
     for name, rs in by.items():
+        rec = PROTOCOLS.get(name)
+        base = by.get(rec.baseline if rec else "strong-only")
+        api_base = by.get(rec.api_baseline) if rec and rec.api_baseline else None
         col = {k: np.array([r[k] for r in rs], float) for k in rs[0] if isinstance(rs[0][k], (int, float))}
         m = {metric: mean_ci(col[c]) for metric, c in PER_TASK.items()}
         steps = col["committed_steps"]

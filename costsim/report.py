@@ -9,7 +9,7 @@ from .acceptance import p_dist_parts, recorded_fallback, stationary_p
 from .metrics import summarize
 from .paper import published
 from .config import SpecAgentOptions
-from .protocols import PROTOCOLS
+from .protocols import PROTOCOLS, drafts
 from .protocols.chunking import DEFAULT_CHUNKING, chunk_distribution, chunks
 from .scenario import Scenario, protocol_options
 from .sim.run import simulate
@@ -26,7 +26,7 @@ def closed_form(tasks, sc: Scenario) -> dict:
     ``renewal`` is costsim's renewal form over the same tasks: see :func:`renewal_form`.
     """
     # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
-    spec = next((n for n in sc.protocols if n.startswith("specagent") and twin.has_twin(n)), "specagent")
+    spec = next((n for n in sc.protocols if drafts(n) and twin.has_twin(n)), "specagent")
     renewal = renewal_form(tasks, sc, spec)
     out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "protocol": spec, "renewal": renewal}
     why = twin.unavailable(tasks, sc)
@@ -58,7 +58,7 @@ def renewal_form(tasks, sc: Scenario, protocol: str = "specagent") -> dict:
     context for every step, and whole chunks: see :mod:`costsim.twin` for the exact value.
     """
     d, o, ctx = step_shape(tasks)
-    opts = {**protocol_options(sc), **PROTOCOLS[protocol][1]}  # an ablation's fixed options too
+    opts = {**protocol_options(sc), **PROTOCOLS[protocol].fixed}  # an ablation's fixed options too
     rule = opts.get("chunking", DEFAULT_CHUNKING)
     dist = chunk_distribution([c for t in tasks for c in chunks(t.calls, sc.K, rule)], sc.K)
     pr, pu = np.asarray(dist["pmf_reviewed"]), np.asarray(dist["pmf_unreviewed"])
@@ -140,7 +140,7 @@ def notes(tasks, result) -> list[str]:
     Strong-only, and, on a replayed tau² trace of the paper's domains, how its strong calls,
     decoded tokens and wall time compare with the paper's and why they differ."""
     prot, out = result["protocols"], []
-    spec = [n for n in prot if n.startswith("specagent") and "wall_ratio" in prot[n]]
+    spec = [n for n in prot if drafts(n) and "wall_ratio" in prot[n]]
     kappa = result["closed_form"]["renewal"]["kappa"]
     for n in spec:
         m = prot[n]

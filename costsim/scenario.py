@@ -26,7 +26,7 @@ import numpy as np
 from . import protocols, roofline
 from .acceptance import parse_p_dist
 from .calibration import CalibrationError, endpoint_fits, load_calibration
-from .config import (API_BILLED, COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
+from .config import (COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
                      AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
                      check_option, check_scale, OPTIONS)
 from .formulas import check_K
@@ -222,13 +222,12 @@ def check(sc: Scenario) -> None:
         if v is not None and not (math.isfinite(v) and (v >= 0 if k == "api-ttft" else v > 0)):
             raise ValueError(f"--{k} must be a finite number {'>= 0' if k == 'api-ttft' else '> 0'}, got {v}")
     # What each protocol of the run takes: its options, less those it fixes (an ablation's).
-    taken = set().union(*(protocols.option_names(fn) - set(fixed)
-                          for fn, fixed, _ in (protocols.PROTOCOLS[n] for n in sc.protocols)))
+    taken = set().union(*(protocols.option_names(p.run) - set(p.fixed) for p in map(protocols.PROTOCOLS.get, sc.protocols)))
     for k, v in sc.options:
         if k in PROTOCOL_OPTIONS:
             raise ValueError(f"protocol option {k!r} is a field of the scenario: set that instead")
         if k not in taken:
-            fixed = [f"{n} fixes {k}={protocols.PROTOCOLS[n][1][k]}" for n in sc.protocols if k in protocols.PROTOCOLS[n][1]]
+            fixed = [f"{n} fixes {k}={protocols.PROTOCOLS[n].fixed[k]}" for n in sc.protocols if k in protocols.PROTOCOLS[n].fixed]
             raise ValueError(f"protocol option {k!r} is taken by none of {', '.join(sc.protocols)}"
                              + (f" ({'; '.join(fixed)})" if fixed else ""))
         check_option(k, v)
@@ -288,7 +287,9 @@ def build_scenario(settings: dict, tasks=None):
         if not names:
             raise ValueError("--protocols names no protocol")
         if names:
-            kw["protocols"] = names + tuple(API_BILLED[n] for n in names if n in API_BILLED and API_BILLED[n] not in names)
+            # a protocol on the API backend runs with its API-only baseline (its API ratios' denominator)
+            extra = (protocols.PROTOCOLS[n].api_baseline for n in names if n in protocols.PROTOCOLS)
+            kw["protocols"] = names + tuple(dict.fromkeys(b for b in extra if b and b not in names))
     for k in LATENCY_KEYS:
         if k in settings:
             kw[k] = Latency.parse(settings[k])

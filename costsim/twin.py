@@ -25,9 +25,7 @@ import numpy as np
 
 from . import formulas, protocols
 from .acceptance import p_dist_parts, recorded_fallback
-from .config import ON_API
 from .metrics import COUNTERS, PER_TASK, RATIOS
-from .protocols import specagent, strong_only, weak_only
 from .protocols.schedule import Boundary, Call, Chance, Count, Execute, Review
 from .scenario import Scenario, protocol_options, replica_costs
 
@@ -94,10 +92,10 @@ def _with_totals(r):
 
 
 def has_twin(name: str) -> bool:
-    """Whether protocol ``name`` has an exact twin: a schedule that marks its boundaries
-    (Strong-only, Weak-only, SpecAgent and its ablations), on the scenario's own deployments."""
-    entry = protocols.schedule_of(name) if name in protocols.PROTOCOLS and name not in ON_API else None
-    return entry is not None and entry[0] in _TWINNED
+    """Whether protocol ``name`` has an exact twin (its record says so: Strong-only, Weak-only,
+    SpecAgent and its ablations), on the scenario's own deployments."""
+    p = protocols.PROTOCOLS.get(name)
+    return p is not None and p.twin
 
 
 def _rows(tasks, sc: Scenario, name: str, p, recorded: bool = False):
@@ -310,7 +308,3 @@ def _outcomes(cmd, q, one):
             pa = survive
         yield a, pa
 
-
-#: The schedules the twin runs: their only random command is Review, and their boundaries
-#: (where they have any) restart from the state they carry.
-_TWINNED = (specagent.schedule, strong_only.schedule, weak_only.schedule)

@@ -13,8 +13,8 @@ from costsim.scenario import build_scenario, parse_options
 
 def test_every_option_a_protocol_takes_is_declared_once_with_the_default_it_has():
     taken = set()
-    for name, (fn, _, _) in protocols.PROTOCOLS.items():
-        for opt, (default, annotation) in protocols.option_defaults(fn).items():
+    for name, rec in protocols.PROTOCOLS.items():
+        for opt, (default, annotation) in protocols.option_defaults(rec.run).items():
             assert opt in OPTIONS, f"{name} takes {opt}, which costsim.config does not declare"
             f = OPTIONS[opt][1]
             assert default == f.default and type(default) is type(f.default), (name, opt)
@@ -61,8 +61,8 @@ def test_protocols_command_lists_each_option_with_its_declared_default_and_flag(
     shown = json.loads(capsys.readouterr().out)
     assert list(shown) == list(protocols.PROTOCOLS)
     for name, d in shown.items():
-        assert d["description"] == protocols.PROTOCOLS[name][2]
-        assert set(d["options"]) == protocols.option_names(protocols.PROTOCOLS[name][0]) - set(d["fixed"])
+        assert d["description"] == protocols.PROTOCOLS[name].description
+        assert set(d["options"]) == protocols.option_names(protocols.PROTOCOLS[name].run) - set(d["fixed"])
         for opt, o in d["options"].items():
             f = OPTIONS[opt][1]
             assert (o["default"], o["help"], o["choices"]) == (f.default, f.metadata["help"], list(f.metadata["choices"]))

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     ("rules and data", ("costsim.config", "costsim.formulas", "costsim.files", "costsim.units", "costsim.acceptance",
                         "costsim.distributed", "costsim.data")),
-    ("descriptions", ("costsim.profiles", "costsim.traces", "costsim.calibration", "costsim.metrics", "costsim.loadgen")),
+    ("descriptions", ("costsim.profiles", "costsim.traces", "costsim.calibration", "costsim.loadgen")),
     ("physics and money", ("costsim.memory", "costsim.roofline", "costsim.serving", "costsim.sizing",
                            "costsim.fleet_cost", "costsim.payoff")),
-    ("protocols", ("costsim.protocols",)),
+    ("protocols", ("costsim.protocols", "costsim.metrics")),
     ("scenario", ("costsim.scenario",)),
     ("drivers", ("costsim.sim", "costsim.twin", "costsim.live")),
     ("analyses", ("costsim.bench", "costsim.prediction", "costsim.report", "costsim.capacity_search", "costsim.planner",

@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass, replace
 
 from .. import formulas
-from ..protocols import specagent, strong_only
+from ..protocols import PROTOCOLS
 from ..protocols.schedule import Boundary, Call, Chance, Count, Execute, Review
 from ..traces import Step, Task
 from .client import Endpoint
@@ -152,6 +152,11 @@ def predicted(p: float, w: CallShapes, ratios: dict) -> dict:
     }
 
 
+#: The protocol validate runs, against its baseline (Strong-only): SpecAgent reviewing every
+#: chunk, the protocol the closed forms L_u and R_u describe.
+VALIDATED = "specagent-review-all"
+
+
 def run_validation(weak: Endpoint, strong: Endpoint, w: CallShapes, p: float, ratios: dict, tasks: int,
                    steps: int, seed: int = 0, progress=None) -> dict:
     """Run ``tasks`` tasks of ``steps`` committed steps under both protocols; compare with the model."""
@@ -168,11 +173,13 @@ def run_validation(weak: Endpoint, strong: Endpoint, w: CallShapes, p: float, ra
         ep.complete(ep.random_prompt(16, rng), 4)  # warm-up, unrecorded
     endpoints = {"weak": weak, "strong": strong}
     task = workload_task(w, steps)
-    options = dict(K=w.K, review="all", verdict_tokens=w.verdict_tokens, rho=w.repair / w.step_tokens)
+    sa_rec = PROTOCOLS[VALIDATED]
+    so_schedule = PROTOCOLS[sa_rec.baseline].schedule
+    options = dict(sa_rec.fixed, K=w.K, verdict_tokens=w.verdict_tokens, rho=w.repair / w.step_tokens)
     for i in range(tasks):
         t_so, t_sa = Tally(), Tally()
-        interleave(drive(specagent.schedule(task, **options), endpoints, draws, rng, t_sa),
-                   drive(strong_only.schedule(task), endpoints, draws, rng, t_so), t_sa, t_so)
+        interleave(drive(sa_rec.schedule(task, **options), endpoints, draws, rng, t_sa),
+                   drive(so_schedule(task), endpoints, draws, rng, t_so), t_sa, t_so)
         so.add(t_so)
         sa.add(t_sa)
         per_task.append({"task": i, "so": t_so, "sa": t_sa})

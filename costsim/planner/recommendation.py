@@ -7,13 +7,12 @@ import math
 
 import numpy as np
 
-from ..config import COMMANDS, ON_API
+from ..config import COMMANDS
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
 from ..payoff import Payoff, specagent_payoff
-from ..protocols import PROTOCOLS
+from ..protocols import PROTOCOLS, drafts, on_api
 from ..sizing import api_profile, api_speeds
 from ..traces.stats import step_shape
-from ..twin import has_twin
 from .screen import Rows, Screen, Screened, pareto
 from .screening import State, _apis, search
 from .space import Config, scenario_of
@@ -118,8 +117,8 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
         bits = [f"the cheapest of {len(confirmed)} candidates the simulator confirmed "
                 f"(of {len(feasible)} the screen found feasible among {len(configs)})"]
         so = [x for x in feasible if x.config.protocol == "strong-only"]
-        sa = [x for x in feasible if x.config.protocol.startswith("specagent")]
-        other = so if s.config.protocol.startswith("specagent") else sa if s.config.protocol == "strong-only" else []
+        sa = [x for x in feasible if drafts(x.config.protocol) and not on_api(x.config.protocol)]
+        other = so if drafts(s.config.protocol) else sa if s.config.protocol == "strong-only" else []
         if other:
             o = other[0]
             name = "Strong-only" if other is so else "SpecAgent"
@@ -131,7 +130,7 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
                             f"{1 - o.uncontended_p95_s / target_s:.0%} of the target, so its replicas must run nearly "
                             "empty")
         out["why"] = "; ".join(bits)
-        if s.config.protocol.startswith("specagent"):
+        if drafts(s.config.protocol) and not on_api(s.config.protocol):
             out["specagent_pays"] = specagent_payoff_of(base, s, tasks).to_dict()
         elif sa:
             out["specagent_pays"] = specagent_payoff_of(base, sa[0], tasks).to_dict()
@@ -161,7 +160,7 @@ def screen_against_simulator(tasks, base, config: Config, replicas: dict, load: 
 def searchable_protocols() -> list[str]:
     """The protocols plan can search: those whose schedule the twin costs (the screen needs its
     expected calls), and those on the API backend."""
-    return [n for n in PROTOCOLS if has_twin(n) or n in ON_API]
+    return [n for n, p in PROTOCOLS.items() if p.twin or p.on_api]
 
 
 def check_protocols(names, api: str | None) -> tuple[str, ...]:
@@ -170,7 +169,7 @@ def check_protocols(names, api: str | None) -> tuple[str, ...]:
     bad = [n for n in names if n not in known]
     if bad:
         raise ValueError(f"--protocols: plan cannot search {', '.join(bad)}; it searches {', '.join(known)}")
-    if any(n in ON_API for n in names) and not api:
+    if any(map(on_api, names)) and not api:
         raise ValueError("--protocols edge-cloud / cloud-strong-only need --api PROFILE (the strong model's API)")
     return tuple(names)
 

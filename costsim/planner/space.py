@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 
 from ..config import EDGE_CLOUD, PLAN_SEARCH
 from ..formulas import MAX_K
-from ..profiles import Deployment, load_device
 from ..memory import DoesNotFit
+from ..profiles import Deployment, load_device
+from ..protocols import protocol
 from ..sizing import engine_profile, strong_options, weak_deployment, weight_dtype
 
 
@@ -62,20 +63,19 @@ def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protoc
             continue
         if (not max_gpus or w.n_devices <= max_gpus) and dev.can_span(w.n_devices):
             weak_deps.append(w)
+    edge = None
     out = []
-    for p in protocols:
-        if p == "strong-only":
-            out += [Config(p, s, None, 0) for s in strong_deps]
-        elif p == "weak-only":
-            out += [Config(p, None, w, 0) for w in weak_deps]
-        elif p == "cloud-strong-only":
-            out += [Config(p, None, None, 0, api)] if api else []
-        elif p == "edge-cloud":
+    for p in protocols:  # what each takes, from its record: the models it calls, its backend, K if it drafts
+        rec = protocol(p)
+        if rec.on_api and not api:
+            continue
+        if rec.on_api and "weak" in rec.models and edge is None:
             edge = [e for e in (weak_deployment(weak_model, d, weak_dtype, eng) for d in resolved(edge_devices, weak_dtype))
                     if e.device.can_span(e.n_devices)]
-            out += [Config(p, None, w, K, api) for w in edge for K in Ks] if api else []
-        else:
-            out += [Config(p, s, w, K) for s in strong_deps for w in weak_deps for K in Ks]
+        strong = [None] if rec.on_api or "strong" not in rec.models else strong_deps
+        weak = [None] if "weak" not in rec.models else edge if rec.on_api else weak_deps
+        out += [Config(p, s, w, K, api if rec.on_api else None)
+                for s in strong for w in weak for K in (Ks if rec.drafts else (0,))]
     return out
 
 

@@ -15,7 +15,6 @@ import simpy
 
 from .. import protocols
 from ..acceptance import parse_p_dist
-from ..config import ON_API
 from ..scenario import Scenario, check, protocol_options, replica_costs
 from . import hosted
 from .agent import TaskRun
@@ -37,7 +36,7 @@ def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
 
 def _run_protocol(name, tasks, root, sc: Scenario, progress):
     env = simpy.Environment()
-    on_api = name in ON_API
+    on_api = protocols.on_api(name)
     if on_api:
         strong, weak = hosted.replicas(env, sc)
     else:
