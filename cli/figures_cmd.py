@@ -11,7 +11,7 @@ from ._common import check_output, user_errors
 
 
 def figures(
-    out: str = typer.Option("figures", "--out", help="Folder to write the PNGs, CSVs and README.md index into."),
+    out: str = typer.Option("figures", "--out-dir", help="Folder to write the PNGs, CSVs and README.md index into."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Only this figure (repeatable): cost-model, "
                                              "paper-fit, balance-point, capacity, pass-counting, tau2-replay."),
 ):

@@ -19,8 +19,8 @@ _SHAPE_HELP = (f"tokens; default {WORKLOAD.step_tokens:g}/{WORKLOAD.obs_tokens:g
 _S, _I = Optional[str], Optional[int]
 #: The options calibrate and validate share: the endpoints, the call shapes, the requests.
 LIVE_OPTIONS = {
-    "weak": (_S, typer.Option(None, "--weak-url", help="Base URL of the weak model's OpenAI-compatible server.")),
-    "strong": (_S, typer.Option(None, "--strong-url", help="Base URL of the strong model's server.")),
+    "weak_url": (_S, typer.Option(None, "--weak-url", help="Base URL of the weak model's OpenAI-compatible server.")),
+    "strong_url": (_S, typer.Option(None, "--strong-url", help="Base URL of the strong model's server.")),
     "local": (bool, typer.Option(False, "--local", help="Start two local llama.cpp servers with generated models and measure them.")),
     "api_key_env": (_S, typer.Option(None, "--api-key-env", help="Environment variable that holds the API key of both endpoints (never written anywhere).")),
     "weak_api_key_env": (_S, typer.Option(None, "--weak-api-key-env", help="Environment variable of the weak endpoint's API key [--api-key-env].")),
@@ -31,7 +31,7 @@ LIVE_OPTIONS = {
     "verdict_tokens": (_I, typer.Option(None, "--verdict-tokens", help="Tokens of a verdict.")),
     "chunk_tokens": (_I, typer.Option(None, "--chunk-tokens", help="Tokens the strong model prefills per review [K (d + o)].")),
     "repair_tokens": (_I, typer.Option(None, "--repair-tokens", help="Tokens of a fused repair after a rejection [d].")),
-    "trace": (_S, typer.Option(None, "--trace", help="Take step and observation tokens from a trace file or shipped trace (its typical step: means over its model calls).")),
+    "shape_trace": (_S, typer.Option(None, "--shape-trace", help="Take step and observation tokens from a trace file or shipped trace (its typical step: means over its model calls).")),
     "repeats": (int, typer.Option(LIVE.repeats, "--repeats", help="Probes per shape (the fit uses per-shape medians).")),
     "timeout": (str, typer.Option(f"{LIVE.timeout_s:g}s", "--timeout", help="Per request, a duration (120, 2min) before it counts as failed.")),
     "retries": (int, typer.Option(LIVE.retries, "--retries", help="Retries per request (exponential backoff).")),
@@ -41,30 +41,30 @@ LIVE_OPTIONS = {
 }
 @with_options(LIVE_OPTIONS)
 def calibrate(
-    output: str = typer.Option("calib.toml", "--output", "-o", help="Calibration file to write."),
+    out: str = typer.Option("calib.toml", "--out", "-o", help="Calibration file to write."),
     max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", help="Longest prefill probe [the chunk]."),
     max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Longest decode probe [2 d]."),
     allow_cache: bool = typer.Option(False, "--allow-cache", help="Repeat identical prompts (prefix caching may then serve them)."),
-    resume: bool = typer.Option(False, "--resume", help="Go on from the probes an interrupted run saved beside --output."),
+    resume: bool = typer.Option(False, "--resume", help="Go on from the probes an interrupted run saved beside --out."),
     **o,
 ):
     """Measure two endpoints, fit prefill/decode/overhead per endpoint, write kappa, v/d, rho."""
     from costsim import api
 
     json_out = o.pop("json_out")
-    inputs = _outputs(o, output)
+    inputs = _outputs(o, out)
     with user_errors(ValueError), Progress("calibrating") as bar:
         res = api.calibrate(max_prompt_tokens=max_prompt_tokens, max_output_tokens=max_output_tokens,
-                            allow_cache=allow_cache, resume=resume, probes=output + ".probes.json",
+                            allow_cache=allow_cache, resume=resume, probes=out + ".probes.json",
                             progress=bar.advance, **o)
-    atomic_write(output, res.toml(), inputs=inputs)
-    typer.echo(dumps({"output": output, **res.to_dict()}) if json_out else render_calibration(res.data, output))
+    atomic_write(out, res.toml(), inputs=inputs)
+    typer.echo(dumps({"out": out, **res.to_dict()}) if json_out else render_calibration(res.data, out))
 
 
 def _outputs(o: dict, output: str) -> tuple:
     """Check, before any probe, that a calibration file ``output`` and its probes beside it can be
     written and are not the run's input trace; the inputs, for the atomic write."""
-    inputs = (o["trace"],) if o["trace"] else ()
+    inputs = (o["shape_trace"],) if o["shape_trace"] else ()
     for path in (output, output + ".probes.json"):
         check_output(path, inputs)
     return inputs
@@ -117,19 +117,19 @@ def validate(
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration file; without it, calibrate first in the same run."),
     tasks: Optional[int] = typer.Option(None, "--tasks", help=f"Tasks to run under each protocol [{LIVE.validate_tasks}; {LIVE.validate_tasks_local} with --local]."),
     steps: Optional[int] = typer.Option(None, "--steps", help=f"Committed steps per task [{LIVE.validate_steps}; {LIVE.validate_steps_local} with --local]."),
-    save_calibration: Optional[str] = typer.Option(None, "--save-calibration", help="Without --calibration: write the calibration this run makes there, its probes saved beside it as they come (resumable)."),
-    resume: bool = typer.Option(False, "--resume", help="With --save-calibration: go on from the probes an interrupted run saved."),
+    calibration_out: Optional[str] = typer.Option(None, "--calibration-out", help="Without --calibration: write the calibration this run makes there, its probes saved beside it as they come (resumable)."),
+    resume: bool = typer.Option(False, "--resume", help="With --calibration-out: go on from the probes an interrupted run saved."),
     **o,
 ):
     """Run SpecAgent for real (weak drafts, strong reviews) and Strong-only; measured vs predicted L."""
     from costsim import api
 
     json_out = o.pop("json_out")
-    if save_calibration and not calibration:
-        _outputs(o, save_calibration)
+    if calibration_out and not calibration:
+        _outputs(o, calibration_out)
     with user_errors(ValueError), Progress("validating") as bar:
         out = api.validate(p_accept, calibration=calibration, tasks=tasks, steps=steps,
-                           save_calibration=save_calibration, resume=resume, progress=bar.advance, **o).data
+                           calibration_out=calibration_out, resume=resume, progress=bar.advance, **o).data
     typer.echo(dumps(out) if json_out else render_validation(out))
 
 

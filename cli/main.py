@@ -55,7 +55,13 @@ app.add_typer(_profiles.models_app, name="models")
 #: new. The old spelling works for one release, with a warning line on stderr.
 RENAMED_FLAGS = {("calibrate", "--weak"): "--weak-url", ("calibrate", "--strong"): "--strong-url",
                  ("validate", "--weak"): "--weak-url", ("validate", "--strong"): "--strong-url",
-                 ("traces stats", "--tasks"): "--per-task", ("traces stats", "--no-tasks"): "--no-per-task"}
+                 ("traces stats", "--tasks"): "--per-task", ("traces stats", "--no-tasks"): "--no-per-task",
+                 # the output flags: -o/--out is a command's output file, --out-dir its folder,
+                 # --<what>-out a second output
+                 ("calibrate", "--output"): "--out", ("validate", "--save-calibration"): "--calibration-out",
+                 ("plan", "--figure"): "--figure-out", ("figures", "--out"): "--out-dir",
+                 # --trace is a trace whose tasks are run; the live mode reads only a step shape from one
+                 ("calibrate", "--trace"): "--shape-trace", ("validate", "--trace"): "--shape-trace"}
 
 
 def renamed_flags(argv: list[str]) -> list[str]:
@@ -82,9 +88,15 @@ def renamed_flags(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input — a usage error, a :class:`UserError`, a profile error — becomes
     one line on stderr and exit code 2, never a traceback."""
+    import warnings
+
     import click
 
     from costsim.api import INPUT_ERRORS
+
+    # A warning meant for the user (a deprecated profile field) is one line, as an error is: no
+    # source line, no file of costsim's.
+    warnings.showwarning = lambda message, *a, **k: print(f"costsim: warning: {message}", file=sys.stderr)
 
     try:
         rv = app(args=renamed_flags(sys.argv[1:] if argv is None else list(argv)), prog_name="costsim",

@@ -26,7 +26,7 @@ def plan(
     traces: Optional[List[str]] = typer.Option(None, "--trace", help="Plan for recorded tasks (JSONL or shipped name) instead of synthetic ones; repeatable."),
     tasks: int = typer.Option(COMMANDS.plan_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
     confirm: int = typer.Option(COMMANDS.plan_confirm, "--confirm", min=1, max=50, help="Cheapest screened configurations the simulator confirms (more, up to 3x, while one screened below the cheapest confirmed cost is left)."),
-    figure: Optional[str] = typer.Option(None, "--figure", help="Write the front as a PNG here."),
+    figure: Optional[str] = typer.Option(None, "--figure-out", help="Write the front as a PNG here."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),
     state: Optional[str] = typer.Option(None, "--state", help="Keep the search's finished pieces (each (protocol, K) screen, each confirmation) in this folder; the same plan run again with it resumes (a piece is reused only with the same inputs and the same costsim code)."),
@@ -72,8 +72,8 @@ def _where(c, strong: int, weak: int) -> str:
 
 def render(res: dict) -> str:
     lines = [f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 <= {res['latency_p95_target_s']:g} s; "
-             f"{res['configurations']} configurations screened ({res['feasible']} feasible), "
-             f"{len(res['confirmed'])} confirmed by simulation, in {res['seconds']:.1f} s ({res['tasks']} tasks)"
+             f"{res['configurations']} configurations screened ({res['feasible_configurations']} feasible), "
+             f"{len(res['confirmed'])} confirmed by simulation, in {res['elapsed_s']:.1f} s ({res['tasks']} tasks)"
              + (f"; {res['resumed']['pieces']} finished pieces reused from {res['resumed']['folder']}"
                 if res.get("resumed") and res["resumed"]["pieces"] else ""), ""]
     if res["front"]:

@@ -60,7 +60,7 @@ def render(r: dict) -> str:
     rf, s, w, src = r["roofline"], r["strong_deployment"], r["weak_deployment"], r["sources"]
     form = (f"every chunk reviewed at n = {r['K']} (the paper's form)" if r["write_rate"] is None else
             f"chunks end at a write (rate {r['write_rate']:g}/step) or auto-commit at {r['K']} reads; "
-            f"mean reviewed chunk n = {r['n']:.2f}")
+            f"mean reviewed chunk n = {r['mean_chunk_steps']:.2f}")
     B = r["balance_batch"]
     best_K = f"best K for this p_u (min L_u over K = 1..{r['best_K_searched']})"
     measured = [k for k in ("v_over_d", "rho", "kappa") if str(src.get(k, "")).startswith("calibration")]
@@ -108,7 +108,7 @@ def render(r: dict) -> str:
            f"rejections, a correction turn (1 prefill pass + {r['correction_rho']:g} steps) for {r['correction_rate']:.0%}"]
           if r["correction_rate"] else []),
         f"  kappa  {r['kappa']:.4f} (time ratio)    {src['kappa']}",
-        f"  n      {r['n']:.4g} steps",
+        f"  n      {r['mean_chunk_steps']:.4g} steps",
         *(f"  {k.split('_')[0]} step decodes {v:g}x its {r['tokens']['step_tokens']:g} tokens   {src[k]}"
           for k, v in r["step_scales"].items() if v != 1.0),
         "",

@@ -41,7 +41,7 @@ def hardware_list(json_out: bool = typer.Option(False, "--json", help="Every pro
         return
     typer.echo("devices:")
     for n, d in hw["devices"].items():
-        typer.echo(f"  {n:<14} {d.display_name}: {d.memory_gb:g} GB, {d.hbm_bandwidth_gbps:g} GB/s, "
+        typer.echo(f"  {n:<14} {d.display_name}: {d.memory_gb:g} GB, {d.hbm_bandwidth_gb_per_s:g} GB/s, "
                    f"{d.bf16_dense_tflops:g} BF16 dense TFLOPS")
     typer.echo("engines:")
     for n, e in hw["engines"].items():

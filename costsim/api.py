@@ -555,7 +555,7 @@ class RooflineResult(Result):
         """The KV pool's capacity in sequences, in words."""
         from .memory import sequences_text
 
-        return sequences_text(self.data["kv_capacity_sequences"], self.data["kv_capacity_context"])
+        return sequences_text(self.data["kv_capacity_sequences"], self.data["kv_capacity_context_tokens"])
 
 
 def _finite(name: str, v, lo: float = 0.0) -> None:
@@ -597,7 +597,7 @@ def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, exp
             "memory_utilization": memory.share_taken(dep),
             "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
             "kv_capacity_sequences": memory.sequences_held(dep, ctx_held),  # none: unbounded
-            "kv_capacity_context": ctx_held}
+            "kv_capacity_context_tokens": ctx_held}
     if concurrency is not None:
         pt = serving.serving_point(dep, concurrency, input_len, output_len)
         return RooflineResult({**head, "concurrency": concurrency, "input_len": input_len, "output_len": output_len,
@@ -607,7 +607,7 @@ def roofline(model: str, device: str, *, gpus=None, dtype=None, engine=None, exp
                               dep)
     dec = rl.decode_step(dep, batch, context)
     out = {
-        **head, "batch": batch, "context": context,
+        **head, "batch": batch, "context_tokens": context,
         "decode_s_per_token": float(dec.seconds),
         "decode_tokens_per_s_per_sequence": float(1.0 / dec.seconds),
         "decode_tokens_per_s_total": float(batch / dec.seconds),
@@ -898,7 +898,7 @@ def kv_capacity(device: str, model: str, *, gpus=None, dtype=None, engine=None, 
                   "kv_pool_bytes": memory.kv_pool_bytes(dep),
                   "kv_bytes_per_token": m.kv_bytes_per_token(dep.kv_dtype, dep.n_devices),
                   "state_bytes_per_sequence": memory.state_bytes(dep), "kv_capacity_tokens": memory.kv_capacity_tokens(dep),
-                  "context": context, "kv_capacity_sequences": memory.sequences_held(dep, context)},  # none: unbounded
+                  "context_tokens": context, "kv_capacity_sequences": memory.sequences_held(dep, context)},  # none: unbounded
                         dep, memory.sequences_text(memory.sequences_held(dep, context), context))
 
 
@@ -959,23 +959,40 @@ def figures(out="figures", *, only=None, log=None) -> Result:
 
 #: The options calibrate and validate share, as the flags name them: the endpoints (``weak``
 #: and ``strong`` are base URLs here), the call shapes, the requests.
-LIVE_OPTIONS = {"weak": None, "strong": None, "local": False, "api_key_env": None, "weak_api_key_env": None,
+LIVE_OPTIONS = {"weak_url": None, "strong_url": None, "local": False, "api_key_env": None, "weak_api_key_env": None,
                 "strong_api_key_env": None, "K": None, "step_tokens": None, "obs_tokens": None, "verdict_tokens": None,
-                "chunk_tokens": None, "repair_tokens": None, "trace": None, "repeats": LIVE.repeats, "timeout": LIVE.timeout_s,
+                "chunk_tokens": None, "repair_tokens": None, "shape_trace": None, "repeats": LIVE.repeats, "timeout": LIVE.timeout_s,
                 "retries": LIVE.retries, "seed": 0, "model_dir": None}
-_SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens", "trace")
+_SHAPES = ("K", "step_tokens", "obs_tokens", "verdict_tokens", "chunk_tokens", "repair_tokens")
+#: Keyword arguments renamed (old -> new), taken for one release with a DeprecationWarning: a
+#: name means one thing in every function (``weak``/``strong`` name a model elsewhere).
+RENAMED_KWARGS = {"weak": "weak_url", "strong": "strong_url", "trace": "shape_trace",
+                  "save_calibration": "calibration_out"}
+
+
+def _renamed(command: str, options: dict) -> dict:
+    """``options`` with the old names of :data:`RENAMED_KWARGS` replaced, each with a warning."""
+    import warnings
+
+    out = {}
+    for k, v in options.items():
+        if k in RENAMED_KWARGS:
+            warnings.warn(f"{command}({k}=...) is deprecated: use {RENAMED_KWARGS[k]}=", DeprecationWarning, stacklevel=3)
+            k = RENAMED_KWARGS[k]
+        out[k] = v
+    return out
 
 
 def _live(command: str, options: dict) -> dict:
     """The live options of ``command``, defaults filled in."""
-    _options(command, options, LIVE_OPTIONS)
+    options = _options(command, _renamed(command, options), LIVE_OPTIONS)
     return {**LIVE_OPTIONS, **options}
 
 
 def _shapes(o: dict):
     from .live.probes import call_shapes
 
-    return call_shapes(o["local"], **{k: o[k] for k in _SHAPES})
+    return call_shapes(o["local"], trace=o["shape_trace"], **{k: o[k] for k in _SHAPES})
 
 
 def _endpoints(o: dict):
@@ -985,7 +1002,7 @@ def _endpoints(o: dict):
     keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
     from .units import parse_seconds
 
-    return open_endpoints(o["weak"], o["strong"], o["local"], keys, parse_seconds(o["timeout"], "--timeout", at_most=86400),
+    return open_endpoints(o["weak_url"], o["strong_url"], o["local"], keys, parse_seconds(o["timeout"], "--timeout", at_most=86400),
                           o["retries"], o["model_dir"], o["seed"])
 
 
@@ -1041,7 +1058,7 @@ class CalibrationResult(Result):
 
 def calibrate(*, max_prompt_tokens=None, max_output_tokens=None, allow_cache: bool = False, resume: bool = False,
               probes=None, progress=None, **options) -> CalibrationResult:
-    """Measure two OpenAI-compatible endpoints (``weak`` and ``strong`` URLs, or two local
+    """Measure two OpenAI-compatible endpoints (``weak_url`` and ``strong_url``, or two local
     llama.cpp servers with ``local``), fit prefill, decode and overhead per endpoint, and derive
     kappa, v/d and rho for the call shapes. ``probes``: where the completed probes are kept as
     they come (``resume``: go on from them). ``options``: :data:`LIVE_OPTIONS`."""
@@ -1058,28 +1075,30 @@ def calibrate(*, max_prompt_tokens=None, max_output_tokens=None, allow_cache: bo
     return CalibrationResult(res, src)
 
 
-def validate(p_accept: float, *, calibration=None, tasks=None, steps=None, save_calibration=None,
+def validate(p_accept: float, *, calibration=None, tasks=None, steps=None, calibration_out=None,
              resume: bool = False, progress=None, **options) -> Result:
     """Run SpecAgent for real (the weak endpoint drafts, the strong one reviews) and Strong-only
     beside it, and put the measured L and strong tokens beside the predicted ones. The ratios
     come from ``calibration`` (a file), or from a calibration made first in the same run (saved
-    to ``save_calibration`` where given). ``progress(k, total, label)`` for each stage."""
+    to ``calibration_out`` where given). ``progress(k, total, label)`` for each stage."""
     from .live.client import EndpointError
     from .live.fit import ratios_for
     from .live.validation import run_validation
 
+    if "save_calibration" in options:  # its old name
+        calibration_out = _renamed("validate", {"save_calibration": options.pop("save_calibration")})["calibration_out"]
     o = _live("validate", options)
     if not 0.0 <= p_accept <= 1.0:
         raise ValueError(f"--p-accept must be in [0, 1], got {p_accept}")
     if (o["K"] is not None and o["K"] < 1) or (tasks is not None and tasks < 1) or (steps is not None and steps < 1):
         raise ValueError("--K, --tasks and --steps must be >= 1")
-    if resume and not save_calibration:
-        raise ValueError("--resume goes on from the probes of --save-calibration: give it too")
+    if resume and not calibration_out:
+        raise ValueError("--resume goes on from the probes of --calibration-out: give it too")
     if o["chunk_tokens"] is not None:
         raise ValueError("--chunk-tokens: validate runs SpecAgent's own schedule, whose reviews prefill the chunk "
                          "itself (K (d + o) tokens); shape it with --step-tokens, --obs-tokens and --K")
-    if calibration and save_calibration:
-        raise ValueError("--save-calibration is for a run that calibrates; --calibration gives one already")
+    if calibration and calibration_out:
+        raise ValueError("--calibration-out is for a run that calibrates; --calibration gives one already")
     local, seed = o["local"], o["seed"]
     tasks = tasks or (LIVE.validate_tasks_local if local else LIVE.validate_tasks)
     w = _shapes(o)
@@ -1089,17 +1108,17 @@ def validate(p_accept: float, *, calibration=None, tasks=None, steps=None, save_
         ratios, src = ratios_for(calibration, w)
     with _endpoints(o) as (we, se):
         if ratios is None:
-            probes = save_calibration + ".probes.json" if save_calibration else None
+            probes = calibration_out + ".probes.json" if calibration_out else None
             res = _calibrated(we, se, w, o, probes=probes, resume=resume, progress=progress,
                               label="calibrating (same run)")
             ratios, src = res["ratios"]["time"], "a calibration in this run"
-            if save_calibration:
+            if calibration_out:
                 from .files import write_atomic
                 from .live.calibrate import calibration_file
 
-                write_atomic(save_calibration,
+                write_atomic(calibration_out,
                              calibration_file(res, f"costsim validate (its own calibration, {we.url}, {se.url})"))
-                src = f"a calibration in this run, saved to {save_calibration}"
+                src = f"a calibration in this run, saved to {calibration_out}"
         try:
             out = run_validation(we, se, w, p_accept, ratios, tasks, steps, seed=seed,
                                  progress=_as_updates(progress, "validating"))

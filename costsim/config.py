@@ -425,7 +425,8 @@ def check_option(name: str, value) -> None:
 
 #: The JSON vocabulary: keys that mean one thing, with one type, in every command's --json
 #: (name -> (JSON types, unit and meaning)); tests/test_cli.py collects the keys of the commands'
-#: output and holds them to it.
+#: output and holds them to it. A simulated quantity is an estimate, ``{"mean": x, "ci95": [lo,
+#: hi]}``, where a closed form gives the number itself.
 JSON_KEYS = {
     "gpus": ("number", "GPUs of one replica"),
     "fleet_gpus": ("number|null", "GPUs of a whole fleet, strong and weak replicas"),
@@ -441,10 +442,103 @@ JSON_KEYS = {
     "task_rate_per_s": ("number", "tasks arriving per second"),
     "specagent_pays": ("object|null", "the one verdict (costsim.payoff): does SpecAgent pay in time here"),
     "backend": ("string", "where a protocol's strong model runs: 'replicas' (costsim's) or 'api' (a priced API)"),
+    "out": ("string", "the file (or, for figures, the folder) a command wrote"),
+    "hbm_bandwidth_gb_per_s": ("number", "a device's memory bandwidth, GB/s (10^9 bytes/s)"),
+    "interconnect_bandwidth_gb_per_s": ("number", "a device's link within a node, GB/s both directions"),
+    "internode_bandwidth_gb_per_s": ("number", "a device's link between nodes (its NIC), GB/s both directions"),
+    "feasible": ("bool", "whether any number of replicas reaches the target (capacity; plan's count is feasible_configurations)"),
+    "feasible_configurations": ("number", "configurations the screen found within the target, a count"),
+    "configurations": ("number", "configurations screened, a count"),
+    "context_tokens": ("number", "context of a sequence, tokens"),
+    "arrival_rate": ("number|null", "tasks arriving per second (open loop); null: closed loop"),
 }
+_DIMENSIONLESS = {
+    # the paper's ratios and costsim's, each against Strong-only
+    "R": "strong weight traffic of SpecAgent over Strong-only's (the paper's R)",
+    "L": "wall time of SpecAgent over Strong-only's (the paper's L)",
+    "R_time": "R in strong replica time", "L_time": "L in time at the deployments' batches",
+    "R_passes": "R by the paper's pass counting", "L_passes": "L by the paper's pass counting",
+    "R_limit_p0": "R as p_u -> 0", "R_limit_p1": "R as p_u -> 1",
+    "kappa": "a weak step's time over a strong step's", "break_even_kappa": "the kappa at which L = 1",
+    "v_over_d": "a verdict's cost in strong steps", "v_over_d_passes": "v/d by pass counting",
+    "v_over_d_time_at_K": "v/d in time for a chunk of K steps",
+    "rho": "a fused repair's cost in strong steps", "rho_time": "rho in time",
+    "rho_per_rejection": "repair per rejection in strong steps (fused and correction turns mixed)",
+    "correction_rho": "a correction turn's decoding in strong steps",
+    "verify_prefill_weight_passes_at_K": "a chunk's verification prefill in weight passes",
+    "best_K_L": "L at the best K",
+    "p": "the per-step acceptance rate p_u, a probability",
+    "strong_step_scale": "tokens decoded per recorded token of a strong step",
+    "weak_step_scale": "tokens decoded per recorded token of a weak step",
+    "memory_utilization": "share of GPU memory the engine may take (vLLM's gpu_memory_utilization)",
+    "strong_utilisation": "share of the run the strong replicas were busy",
+    "burstiness": "the gamma shape of arrivals (vLLM's --burstiness; 1 is Poisson)",
+    # per-step and per-review averages, steps over steps
+    "commits_per_review": "committed steps per review", "reviewed_commits_per_review": "reviewed steps committed per review",
+    "reviews_per_commit": "reviews per committed step", "weak_steps_per_commit": "weak drafts per committed step",
+    "steps_per_review": "committed steps per review", "calls_per_review": "model calls per review",
+    "mean_chunk_steps": "steps in a drafted chunk, mean", "mean_length": "steps in a chunk, mean",
+    "sessions_per_strong_replica": "sessions each strong replica serves, mean",
+    "sessions_per_weak_replica": "sessions each weak replica serves, mean",
+}
+_COUNTS = {
+    # a whole number of the thing it names
+    "K": "chunk size, steps", "best_K": "chunk size, steps", "best_K_searched": "largest chunk size searched, steps",
+    "tasks": "tasks", "tasks_simulated": "tasks", "sessions": "agent sessions", "sessions_in_flight": "sessions",
+    "seed": "a random seed", "cells": "cells", "probes": "simulations", "grown": "times the fleet was grown",
+    "gpus_per_node": "GPUs", "gpus_per_replica": "GPUs", "n_devices": "GPUs",
+    "max_seqs": "sequences", "max_num_seqs": "sequences", "max_concurrent_requests": "requests",
+    "batch": "sequences in a decode batch", "strong_batch": "sequences (mean running batch)",
+    "weak_batch": "sequences (mean running batch)", "balance_batch_paper": "sequences (peak FLOPs over bandwidth)",
+    "calls": "model calls", "chunks": "chunks", "reviews": "reviews", "steps": "steps", "skipped_lines": "lines",
+    "scripted_greetings_dropped": "steps", "schema_version": "a version number",
+    "read": "steps of this kind", "write": "steps of this kind", "respond": "steps of this kind",
+    "final": "steps of this kind", "end": "tasks ending so", "response": "tasks ending so",
+    "completed": "requests (vLLM's key)", "failed": "requests (vLLM's key)", "num_prompts": "requests (vLLM's key)",
+}
+# A model's own config fields, named as Hugging Face names them: sizes and counts of the architecture.
+_MODEL_FIELDS = ("head_dim", "hidden_size", "kv_layers", "kv_lora_rank", "linear_layers", "linear_state_elements",
+                 "moe_layers", "num_attention_heads", "num_experts", "num_kv_heads", "num_layers", "num_shared_experts",
+                 "qk_rope_head_dim", "sliding_layers", "sliding_window", "vocab_size")
+# vLLM's result keys, kept as `vllm bench serve` writes them.
+_VLLM = {"duration": "s", "request_throughput": "requests/s", "output_throughput": "output tokens/s",
+         "total_token_throughput": "tokens/s"}
+# Keys whose unit is in the words before the last one.
+_OTHER = {"decode_tokens_per_s_per_sequence": "tokens/s of one sequence", "decode_tokens_per_s_total": "tokens/s of the batch",
+          "fixed_latency_s_per_iteration": "s per engine iteration", "flops_per_decode_step": "FLOP per decode iteration",
+          "hbm_bytes_per_decode_step": "bytes per decode iteration", "gpu_hours_per_1k_tasks": "GPU-hours per 1,000 tasks",
+          "task_rate_per_cell": "tasks/s one cell sustains", "kv_capacity_context_tokens": "tokens",
+          "mean_context_first": "tokens", "mean_context_last": "tokens", "context_first": "tokens",
+          "context_last": "tokens", "flops": "FLOP", "elapsed_s": "s", "verify_prefill_s_at_K": "s",
+          "verify_prefill_tokens_at_K": "tokens", "strong_mean_batch": "sequences (mean running batch)",
+          "tool_s_saved": "s of tool latency hidden by speculation", "wrong_writes_per_1000_tasks": "writes per 1,000 tasks"}
+JSON_KEYS["tokens"] = ("object", "tokens, by what they are (prompt, completion, observation)")
+JSON_KEYS["step_scales"] = ("object", "tokens decoded per recorded token, by model (strong, weak)")
+# null where it does not apply (no weak replicas, no review, a dense model)
+JSON_KEYS.update({k: ("number|null", v) for k, v in _DIMENSIONLESS.items()})
+JSON_KEYS.update({k: ("number|null", f"a count: {v}") for k, v in _COUNTS.items()})
+JSON_KEYS.update({k: ("number|null", "a model config field (Hugging Face's name)") for k in _MODEL_FIELDS})
+JSON_KEYS.update({k: ("number", f"{v} (vLLM's key)") for k, v in _VLLM.items()})
+JSON_KEYS.update({k: ("number", v) for k, v in _OTHER.items() if k not in JSON_KEYS})
+#: A numeric key not in :data:`JSON_KEYS` names its unit by its ending (key ending -> unit); the
+#: keys of an object whose key names a unit (mean, ci95, strong, weak, a GPU count) take its unit.
+JSON_UNIT_ENDINGS = {
+    "_s": "seconds", "_ms": "milliseconds", "_us": "microseconds", "_days": "days", "_usd": "US dollars",
+    "_tokens": "tokens", "_bytes": "bytes", "_gb": "GB (10^9 bytes)", "_gib": "GiB", "_mib": "MiB",
+    "_per_s": "per second", "_per_task": "per task", "_per_step": "per committed step", "_per_token": "per token",
+    "_per_gpu_hour": "per GPU-hour", "_gb_per_s": "GB/s", "_tflops": "10^12 FLOP/s", "_flops": "FLOP",
+    "_b": "billions (of parameters)", "_ratio": "a ratio to the baseline protocol", "_share": "a share in [0, 1]",
+    "_fraction": "a fraction in [0, 1]", "_rate": "a probability per event (a rate per second ends _per_s)",
+    "_calls": "model calls", "_steps": "steps", "_replicas": "replicas", "_gpus": "GPUs", "_sequences": "sequences",
+}
+#: Keys inside an object that take the unit of the object's key.
+JSON_INHERIT = ("mean", "max", "min", "median", "ci95", "strong", "weak", "lo", "hi", "p50", "p90", "p95", "p99",
+                "prompt", "completion", "observation")
 #: Spellings retired for one of :data:`JSON_KEYS` (old -> new): no command prints them.
 RETIRED_JSON_KEYS = {"cost_per_1k_tasks": "cost_per_1k_tasks_usd", "api_cost_per_1k_tasks": "api_cost_per_1k_tasks_usd",
-                     "prices_per_gpu_hour_usd": "strong_usd_per_gpu_hour, weak_usd_per_gpu_hour"}
+                     "prices_per_gpu_hour_usd": "strong_usd_per_gpu_hour, weak_usd_per_gpu_hour", "output": "out",
+                     "hbm_bandwidth_gbps": "hbm_bandwidth_gb_per_s", "interconnect_bandwidth_gbps": "interconnect_bandwidth_gb_per_s",
+                     "internode_bandwidth_gbps": "internode_bandwidth_gb_per_s", "price_per_hour_usd": "usd_per_gpu_hour"}
 
 DEPLOY_KEYS = ("strong", "weak", "strong_device", "weak_device", "strong_gpus", "strong_dtype", "weak_dtype",
                "engine", "weak_engine", "expert_parallel", "gpu_memory_utilization")

@@ -18,8 +18,8 @@ def price_per_gpu_hour(dev, override=None) -> tuple[float | None, str]:
     list price, else (None, why not)."""
     if override is not None:
         return float(override), "flag"
-    if dev.price_per_hour_usd is not None:
-        return float(dev.price_per_hour_usd), f"hardware/{dev.name}.toml: {dev.price_source}"
+    if dev.usd_per_gpu_hour is not None:
+        return float(dev.usd_per_gpu_hour), f"hardware/{dev.name}.toml: {dev.price_source}"
     return None, f"no price in hardware/{dev.name}.toml"
 
 
@@ -75,12 +75,12 @@ def prices(devices, overrides: dict | None = None, today: _dt.date | None = None
                              "age_days": None}
             continue
         src = dev.price_source
-        date = (dev.price_date or None) if dev.price_per_hour_usd is not None else None
+        date = (dev.price_date or None) if dev.usd_per_gpu_hour is not None else None
         age = None
         if date:
             d = _dt.date.fromisoformat(date if len(date) == 10 else date + "-01")
             age = (today - d).days
-        out[dev.name] = {"usd_per_gpu_hour": dev.price_per_hour_usd, "source": src or "no price in the profile",
+        out[dev.name] = {"usd_per_gpu_hour": dev.usd_per_gpu_hour, "source": src or "no price in the profile",
                          "date": date, "age_days": age}
     return out
 

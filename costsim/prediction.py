@@ -178,7 +178,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     one_pass = roofline.decode_step(strong, 1, tok["context_tokens"])
 
     out = {
-        "p": p, "K": K, "n": float(K) if write_rate is None else n_mean, "write_rate": write_rate,
+        "p": p, "K": K, "mean_chunk_steps": float(K) if write_rate is None else n_mean, "write_rate": write_rate,
         "R": float(R_), "L": float(L_),
         "commits_per_review": float(cpr),
         # of them, in the chunk the review passes (with a write rate some chunks are not reviewed)

@@ -16,7 +16,7 @@ from pathlib import Path
 from .paper import TAU2_K, TAU2_P, published, tau2_benchmarks
 
 #: The files whose blocks are generated, relative to a checkout's root.
-FILES = ("README.md", "docs/protocols.md", "docs/cost-model.md", "benchmarks/measured/README.md")
+FILES = ("README.md", "docs/protocols.md", "docs/cost-model.md", "docs/api.md", "benchmarks/measured/README.md")
 _BLOCK = re.compile(r"(<!-- costsim: ([a-z0-9-]+) -->\n)(.*?)(<!-- /costsim -->)", re.S)
 
 #: The protocols of the docs' comparison on the Airline trace, and its tool latency (s).
@@ -428,6 +428,19 @@ def cost_model_twin() -> str:
             f"{cf['renewal']['L']:.3f}: the renewal form misses because a\n")
 
 
+def api_json_vocabulary() -> str:
+    """The JSON vocabulary (costsim.config): unit endings, then every key declared."""
+    from .config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS
+
+    lines = ["A number's key ends in its unit:", ""]
+    lines += [f"- `{e}`: {u}" for e, u in JSON_UNIT_ENDINGS.items()]
+    lines += ["", "or is one of these (the keys inside an object of a key with a unit take its unit: "
+              + ", ".join(f"`{k}`" for k in JSON_INHERIT) + ", a GPU count):", "",
+              "| key | JSON type | unit and meaning |", "|---|---|---|"]
+    lines += [f"| `{k}` | {t.replace('|', ' or ')} | {m} |" for k, (t, m) in sorted(JSON_KEYS.items(), key=lambda x: x[0].lower())]
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {
     "readme-validation": readme_validation,
     "readme-protocols": readme_protocols,
@@ -449,6 +462,7 @@ BLOCKS = {
     "cost-model-workload": cost_model_workload,
     "cost-model-defaults": cost_model_defaults,
     "cost-model-twin": cost_model_twin,
+    "api-json-vocabulary": api_json_vocabulary,
 }
 
 

@@ -261,8 +261,8 @@ def _internode(dev, m, n) -> float:
     refusal where it has none."""
     if not dev.can_span(n):
         raise ProfileError(f"{m.name} on {n}x {dev.name} spans more than a node of {dev.gpus_per_node}: the profile has no "
-                           "internode_bandwidth_gbps and internode_latency_us to cost its collectives on")
-    return dev.internode_bandwidth_gbps
+                           "internode_bandwidth_gb_per_s and internode_latency_us to cost its collectives on")
+    return dev.internode_bandwidth_gb_per_s
 
 
 def bandwidth_fraction(dep: Deployment) -> float:
@@ -306,12 +306,12 @@ def coefficients(dep: Deployment) -> Coefficients:
     moe_layers = m.n_moe_layers if m.is_moe else 0
     comm_tok = fixed_coll_us = 0.0
     if n > 1:
-        if not dev.interconnect_bandwidth_gbps > 0:  # its collectives cross the link: no figure, no cost
-            raise ProfileError(f"{dev.name} has no interconnect_bandwidth_gbps in its profile: {m.name} on {n} GPUs "
+        if not dev.interconnect_bandwidth_gb_per_s > 0:  # its collectives cross the link: no figure, no cost
+            raise ProfileError(f"{dev.name} has no interconnect_bandwidth_gb_per_s in its profile: {m.name} on {n} GPUs "
                                "cannot be costed without it (GB/s, both directions, per GPU)")
         a2a = 2 * moe_layers if dep.expert_parallel else 0
         ar = 2 * m.num_layers - a2a // 2
-        link = dev.interconnect_bandwidth_gbps * 1e9 / 2.0  # datasheets give both directions
+        link = dev.interconnect_bandwidth_gb_per_s * 1e9 / 2.0  # datasheets give both directions
         msg = m.hidden_size * b_act  # a token's activations, bytes
         if n <= dev.gpus_per_node:
             comm_tok = (ar * 2.0 * (n - 1) / n + a2a * m.experts_per_token * (n - 1) / n) * msg / link
@@ -331,7 +331,7 @@ def coefficients(dep: Deployment) -> Coefficients:
         always_bytes=(always - head) * b + head * DTYPE_BYTES["bf16"], routed_bytes=routed * b_exp,
         keep=1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0,
         compute_rate=n * dev.dense_tflops(dep.weight_dtype) * 1e12 * eng.fraction("flops_fraction", dev),
-        memory_rate=n * dev.hbm_bandwidth_gbps * 1e9 * bandwidth_fraction(dep),
+        memory_rate=n * dev.hbm_bandwidth_gb_per_s * 1e9 * bandwidth_fraction(dep),
         comm_s_per_token=comm_tok, fixed_s=fixed_s,
         seq_bytes=m.sequence_traffic_bytes(dep.kv_dtype, STATE_DTYPE, n),
     )
@@ -411,7 +411,7 @@ def balance_batch_paper(dep: Deployment) -> float:
     union and KV traffic.
     """
     dev = dep.device
-    return dev.dense_tflops(dep.weight_dtype) * 1e12 / (dev.hbm_bandwidth_gbps * 1e9) * DTYPE_BYTES[dep.weight_dtype] / 2.0
+    return dev.dense_tflops(dep.weight_dtype) * 1e12 / (dev.hbm_bandwidth_gb_per_s * 1e9) * DTYPE_BYTES[dep.weight_dtype] / 2.0
 
 
 def step(dep: Deployment, output_tokens, input_tokens, context, batch=1) -> Cost:

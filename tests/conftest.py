@@ -37,8 +37,8 @@ def hf_config(tmp_path):
 
 @pytest.fixture
 def toy_device():
-    return Device(name="toy", display_name="Toy GPU", memory_gb=80, hbm_bandwidth_gbps=2000,
-                  bf16_dense_tflops=400, source="test", interconnect_bandwidth_gbps=400)
+    return Device(name="toy", display_name="Toy GPU", memory_gb=80, hbm_bandwidth_gb_per_s=2000,
+                  bf16_dense_tflops=400, source="test", interconnect_bandwidth_gb_per_s=400)
 
 
 @pytest.fixture

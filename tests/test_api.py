@@ -67,7 +67,7 @@ def test_capacity_and_plan_are_the_commands(capsys):
     printed = cli_json(capsys, "plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "h200", "--K", "4",
                        "--tasks", "30", "--confirm", "1", "-q")
     mine = as_printed(plan)
-    assert {k: v for k, v in mine.items() if k != "seconds"} == {k: v for k, v in printed.items() if k != "seconds"}
+    assert {k: v for k, v in mine.items() if k != "elapsed_s"} == {k: v for k, v in printed.items() if k != "elapsed_s"}
     assert len(plan.to_frame()) == len(mine["front"]) and len(plan.configs) == mine["configurations"]
 
 

@@ -195,7 +195,7 @@ def test_cost_is_gpu_hours_times_price_and_unknown_without_a_price():
     assert c["cost_per_1k_tasks_usd"] == pytest.approx(2 * 1000 / 3600 * 1.06)
 
     def unpriced(d):
-        return replace(d, device=replace(d.device, price_per_hour_usd=None))
+        return replace(d, device=replace(d.device, usd_per_gpu_hour=None))
     s20, w20 = unpriced(s20), unpriced(w20)
     c = fleet_cost.costs(s20, w20, strong=1, weak=1, task_rate=1.0)
     assert c["cost_per_1k_tasks_usd"] is None and "h20" in c["cost_note"]

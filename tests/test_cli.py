@@ -150,17 +150,32 @@ def test_a_renamed_flag_keeps_its_old_spelling_for_one_release_with_a_warning(ca
     assert "deprecated" not in capsys.readouterr().err
 
 
-def _keys(obj, out: dict, path="") -> dict:
-    """Every key of a JSON document with the JSON types it holds: key -> {types}."""
+def _keys(obj, out: dict, parent="", unitless=None) -> dict:
+    """Every key of a JSON document with the JSON types it holds: key -> {types}; numeric keys
+    that neither :data:`~costsim.config.JSON_KEYS` declares nor name a unit (by their ending, or
+    inside an object whose key does) go into ``unitless``. A profile's ``sources`` table (field
+    name -> where its value comes from) holds no values of its own."""
+    from costsim.config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS
+
+    def has_unit(k):
+        return k in JSON_KEYS or k.endswith(tuple(JSON_UNIT_ENDINGS))
+
     if isinstance(obj, dict):
         for k, v in obj.items():
-            t = ("null" if v is None else "object" if isinstance(v, dict) else "array" if isinstance(v, list)
-                 else "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else "string")
+            # a simulated estimate, {"mean": x, "ci95": [lo, hi]}, is the number it estimates
+            estimate = isinstance(v, dict) and set(v) == {"mean", "ci95"}
+            t = ("null" if v is None else "number" if estimate else "object" if isinstance(v, dict) else "array"
+                 if isinstance(v, list) else "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
+                 else "string")
             out.setdefault(k, set()).add(t)
-            _keys(v, out, f"{path}.{k}")
+            inherits = k in JSON_INHERIT or k.isdigit()
+            if t == "number" and unitless is not None and not has_unit(k) and not (inherits and has_unit(parent)):
+                unitless.add(f"{parent}.{k}")
+            if k != "sources":
+                _keys(v, out, parent if inherits else k, unitless)
     elif isinstance(obj, list):
         for v in obj:
-            _keys(v, out, path)
+            _keys(v, out, parent, unitless)
     return out
 
 
@@ -175,14 +190,56 @@ def test_every_commands_json_speaks_one_vocabulary(capsys):
                 ["plan", "--task-rate", "0.5/s", "--latency-p95", "120s", "--devices", "b200", "--K", "6", "--tasks", "20",
                  "--confirm", "1", "-q"],
                 ["roofline", "--model", "llama-3.1-8b", "--device", "h100"], ["hardware", "show", "h20"],
-                ["hardware", "list"], ["models", "list"], ["traces", "stats", "tau2-airline"]]
+                ["hardware", "list"], ["models", "list"], ["traces", "stats", "tau2-airline"],
+                ["bench", "--model", "llama-3.1-8b", "--device", "h100", "--num-prompts", "20"]]
     seen: dict = {}
+    unitless: set = set()
     for argv in commands:
-        seen_here = _keys(run_json(capsys, *argv), {})
+        seen_here = _keys(run_json(capsys, *argv), {}, unitless=unitless)
         for k, types in seen_here.items():
             seen.setdefault(k, {}).setdefault(" ".join(argv[:2]), set()).update(types)
     assert not set(seen) & set(RETIRED_JSON_KEYS), {k: seen[k] for k in set(seen) & set(RETIRED_JSON_KEYS)}
-    for k, (types, _) in JSON_KEYS.items():
-        for cmd, got in seen.get(k, {}).items():
-            assert got <= set(types.split("|")), (k, cmd, got)
+    wrong = [(k, cmd, got) for k, (types, _) in JSON_KEYS.items() for cmd, got in seen.get(k, {}).items()
+             if not got <= set(types.split("|"))]
+    assert not wrong, "\n".join(map(str, wrong))
     assert {"fleet_gpus", "cost_per_1k_tasks_usd", "specagent_pays", "gpus"} <= set(seen)
+    # Every number names its unit (44 of the keys above did not before 2026-12-02: roofline's
+    # 'context', predict's 'n', plan's 'seconds' and its count 'feasible' beside capacity's bool).
+    assert not unitless, "\n".join(sorted(unitless))
+
+
+def test_every_renamed_flag_is_taken_by_its_command_and_its_old_spelling_by_none():
+    """Each new spelling of cli.main.RENAMED_FLAGS is a flag of its command, and each old one is
+    no longer (else the rename would shadow a live flag): the output flags are -o/--out (a
+    file), --out-dir (a folder), --<what>-out (a second output); --trace runs a trace's tasks."""
+    import click
+    import typer
+
+    from costsim.cli.main import RENAMED_FLAGS, app
+
+    root = typer.main.get_command(app)
+    for (cmd, old), new in RENAMED_FLAGS.items():
+        c = root
+        for word in cmd.split():
+            c = c.commands[word]
+        flags = {o for p in c.params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
+        assert new in flags and old not in flags, (cmd, old, new)
+
+
+def test_the_old_output_flags_still_work_with_a_warning(tmp_path, capsys):
+    fig = tmp_path / "front.txt"
+    assert main(["plan", "--task-rate", "1/s", "--figure", str(fig)]) == 2  # reaches plan's own check
+    err = capsys.readouterr().err
+    assert "--figure is deprecated in 'costsim plan': use --figure-out" in err and "expected a .png" in err
+    assert main(["calibrate", "--output", str(tmp_path / "c.toml"), "--shape-trace", "no-such-trace",
+                 "--weak-url", "http://127.0.0.1:9", "--strong-url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert "--output is deprecated in 'costsim calibrate': use --out" in err and "no-such-trace" in err
+
+
+def test_the_api_takes_the_live_modes_old_keyword_names_with_a_deprecation_warning():
+    from costsim import api
+
+    with pytest.warns(DeprecationWarning, match=r"calibrate\(weak=...\) is deprecated: use weak_url="):
+        with pytest.raises(ValueError):
+            api.calibrate(weak="ftp://x", strong_url="ftp://y")

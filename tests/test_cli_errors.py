@@ -77,7 +77,7 @@ BAD = [
     (["replay", "tau2-airline", "tau2-airline.jsonl", "-q"], "tau2-airline.jsonl: the same trace as tau2-airline, given twice"),
     (["simulate", "--tasks", "2", "-q", "--out", "out.txt"], "expected a .parquet or .csv file name"),
     (["replay", "tau2-airline", "-q", "--out", "/proc/x.csv"], "cannot write there"),
-    (["figures", "--out", "/proc/figs"], "cannot write there"),
+    (["figures", "--out-dir", "/proc/figs"], "cannot write there"),
 ]
 
 
@@ -94,7 +94,7 @@ def test_bad_input_is_one_line(argv, msg, capsys, tmp_path, monkeypatch):
 def test_output_that_is_a_directory_or_a_file(tmp_path, capsys):
     a_file = tmp_path / "afile"
     a_file.write_text("x")
-    code, _, err = run(["figures", "--out", str(a_file)], capsys)
+    code, _, err = run(["figures", "--out-dir", str(a_file)], capsys)
     assert code == 2 and "exists and is not a directory" in err
     code, _, err = run(["simulate", "--tasks", "2", "-q", "--out", str(tmp_path)], capsys)
     assert code == 2 and "is a directory; give a file name" in err
@@ -121,7 +121,7 @@ def test_utf8_bom_is_accepted(tmp_path, capsys):
 
     assert load_tool_kinds(tools) == {"get": "read"}
     dev = tmp_path / "d.toml"
-    dev.write_bytes(b"\xef\xbb\xbf" + b'name = "d"\ndisplay_name = "d"\nmemory_gb = 80\nhbm_bandwidth_gbps = 2000\n'
+    dev.write_bytes(b"\xef\xbb\xbf" + b'name = "d"\ndisplay_name = "d"\nmemory_gb = 80\nhbm_bandwidth_gb_per_s = 2000\n'
                     b'bf16_dense_tflops = 400\nsource = "t"\n')
     from costsim.profiles import load_device
 
@@ -133,10 +133,10 @@ def test_bad_device_profile_values(tmp_path):
 
     dev = tmp_path / "d.toml"
     base = 'name = "d"\ndisplay_name = "d"\nbf16_dense_tflops = 400\nsource = "t"\n'
-    dev.write_text(base + 'memory_gb = 80\nhbm_bandwidth_gbps = 0\n')
-    with pytest.raises(ProfileError, match="hbm_bandwidth_gbps must be > 0"):
+    dev.write_text(base + 'memory_gb = 80\nhbm_bandwidth_gb_per_s = 0\n')
+    with pytest.raises(ProfileError, match="hbm_bandwidth_gb_per_s must be > 0"):
         load_device(str(dev))
-    dev.write_text(base + 'memory_gb = "80"\nhbm_bandwidth_gbps = 2000\n')
+    dev.write_text(base + 'memory_gb = "80"\nhbm_bandwidth_gb_per_s = 2000\n')
     with pytest.raises(ProfileError, match="memory_gb must be a number"):
         load_device(str(dev))
 

@@ -579,7 +579,7 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
     (["calibrate", "--weak-url", "ftp://a", "--strong-url", "b"], "--weak-url ftp://a: not an endpoint URL"),
     (["calibrate", "--weak-url", "a", "--strong-url", "http://b:99999"], "--strong-url http://b:99999: not an endpoint URL"),
     (["validate", "--p-accept", "0.5", "--weak-url", "a", "--strong-url", "b", "--resume"],
-     "--resume goes on from the probes of --save-calibration"),
+     "--resume goes on from the probes of --calibration-out"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # calibrate's default output
@@ -588,7 +588,7 @@ def test_cli_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypat
     assert msg in err and err.startswith("costsim: error: ") and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("cmd", [["calibrate", "-o", "{trace}"], ["validate", "-p", "0.8", "--save-calibration", "{trace}"],
+@pytest.mark.parametrize("cmd", [["calibrate", "-o", "{trace}"], ["validate", "-p", "0.8", "--calibration-out", "{trace}"],
                                  ["calibrate", "-o", "{out}"]])
 def test_cli_a_calibration_is_never_written_over_its_trace_nor_its_probes_onto_a_folder(cmd, tmp_path, capsys):
     trace = tmp_path / "mine.jsonl"
@@ -597,7 +597,7 @@ def test_cli_a_calibration_is_never_written_over_its_trace_nor_its_probes_onto_a
     out = tmp_path / "c.toml"
     (tmp_path / "c.toml.probes.json").mkdir()
     url = f"http://127.0.0.1:{_closed_port()}"
-    argv = [c.format(trace=trace, out=out) for c in cmd] + ["--weak-url", url, "--strong-url", url, "--trace", str(trace)]
+    argv = [c.format(trace=trace, out=out) for c in cmd] + ["--weak-url", url, "--strong-url", url, "--shape-trace", str(trace)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert ("refusing to overwrite an input file" in err if "{trace}" in cmd[-1] else "is a directory" in err)

@@ -262,7 +262,7 @@ def _answers(url) -> bool:
 
 def test_validate_that_calibrates_saves_its_calibration_and_probes(servers, tmp_path):
     out = tmp_path / "own.toml"
-    r = _cli("validate", "--weak-url", servers.weak.url, "--strong-url", servers.strong.url, "--save-calibration", str(out),
+    r = _cli("validate", "--weak-url", servers.weak.url, "--strong-url", servers.strong.url, "--calibration-out", str(out),
              "--repeats", "1", "--p-accept", "0.8", "--tasks", "1", "--steps", "3", *SHAPES, "--json")
     assert r.returncode == 0, r.stderr
     from costsim.calibration import load_calibration

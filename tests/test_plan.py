@@ -169,7 +169,7 @@ def test_plan_command_recommends_a_confirmed_plan_that_capacity_confirms(capsys)
 def test_plan_says_why_when_nothing_meets_the_target(capsys, tmp_path):
     fig = tmp_path / "front.png"
     assert main(["plan", "--task-rate", "1/s", "--latency-p95", "5s", "--devices", "h20", "--K", "6",
-                 "--tasks", "40", "-q", "--figure", str(fig)]) == 3  # an answer, but nothing meets the target
+                 "--tasks", "40", "-q", "--figure-out", str(fig)]) == 3  # an answer, but nothing meets the target
     cap = capsys.readouterr()
     assert "No recommendation: no configuration meets a p95 of 5 s: the fastest uncontended p95 is" in cap.out
     assert cap.err.startswith("costsim: no configuration meets the target: no configuration meets a p95 of 5 s")
@@ -198,7 +198,7 @@ def test_a_free_device_is_priced_at_zero_and_planned(capsys):
     (["--strong-dtype", "fp3"], "unknown precision 'fp3'"),
     (["--latency-p95", "1e400s"], "--latency-p95 must be a finite duration > 0"),
     (["--max-gpus", "0"], "--max-gpus must be >= 1"),
-    (["--figure", "/tmp/x.txt"], "expected a .png file name"),
+    (["--figure-out", "/tmp/x.txt"], "expected a .png file name"),
 ])
 def test_plan_bad_input_is_one_line(argv, msg, capsys):
     assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", *argv]) == 2
@@ -350,7 +350,7 @@ def test_plan_state_on_the_command_line(tmp_path, capsys):
     assert (tmp_path / "st" / "mine.pkl").read_bytes() == b"the user's"
     trace = tmp_path / "t.png"  # a figure over the trace it reads is refused
     shutil.copy(TRACE, trace)
-    assert main([*argv[:-2], "--trace", str(trace), "--figure", str(trace)]) == 2
+    assert main([*argv[:-2], "--trace", str(trace), "--figure-out", str(trace)]) == 2
     assert "input" in capsys.readouterr().err and trace.read_bytes() == Path(TRACE).read_bytes()
     (tmp_path / "file").write_text("x")
     for extra, msg in ((["--fresh"], "--fresh needs --state"), (["--state", str(tmp_path / "file")], "not a folder")):

@@ -10,7 +10,7 @@ from costsim import formulas
 def test_predict_default_values_are_the_formulas(capsys):
     r = run_json(capsys, "predict", "--p-accept", "0.8", "--K", "6")
     for key in ("R", "L", "commits_per_review", "weak_steps_per_commit", "strong_calls_per_task", "v_over_d",
-                "rho", "kappa", "n", "balance_batch", "regime", "break_even_kappa", "best_K"):
+                "rho", "kappa", "mean_chunk_steps", "balance_batch", "regime", "break_even_kappa", "best_K"):
         assert key in r
     vd, rho, kappa = r["v_over_d"], r["rho"], r["kappa"]
     assert vd == pytest.approx((1 + 24) / 418)  # default: 1 prefill pass + 24 verdict tokens / 418-token step

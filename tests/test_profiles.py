@@ -2,12 +2,15 @@
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
 from costsim.memory import devices_to_hold
 from costsim.profiles import (ApiEndpoint, Deployment, Device, ModelSpec, ProfileError, load_api, weight_bytes,
                               load_device, load_model, names)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def numeric_fields(obj):
@@ -69,14 +72,14 @@ def test_default_strong_deployment_fits_one_h20_node_in_fp8():
 
 def test_bad_profiles_fail_with_one_line(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = -1\nhbm_bandwidth_gbps = 1\n'
+    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = -1\nhbm_bandwidth_gb_per_s = 1\n'
                    'bf16_dense_tflops = 1\nsource = "t"\n')
     with pytest.raises(ProfileError, match="memory_gb must be a finite number >= 0"):
         load_device(str(bad))
     bad.write_text('name = "x"\n')
     with pytest.raises(ProfileError, match="missing field"):
         load_device(str(bad))
-    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = 1\nhbm_bandwidth_gbps = 1\n'
+    bad.write_text('name = "x"\ndisplay_name = "x"\nmemory_gb = 1\nhbm_bandwidth_gb_per_s = 1\n'
                    'bf16_dense_tflops = 1\nsource = "t"\nspeed = 3\n')
     with pytest.raises(ProfileError, match="unknown field"):
         load_device(str(bad))
@@ -92,7 +95,7 @@ def test_types_are_frozen():
     assert isinstance(load_model("qwen3-8b"), ModelSpec)
 
 
-_DEVICE = 'name = "mydev"\ndisplay_name = "My dev"\nmemory_gb = 96\nhbm_bandwidth_gbps = 400\nbf16_dense_tflops = 148\nsource = "t"\n'
+_DEVICE = 'name = "mydev"\ndisplay_name = "My dev"\nmemory_gb = 96\nhbm_bandwidth_gb_per_s = 400\nbf16_dense_tflops = 148\nsource = "t"\n'
 
 
 @pytest.mark.parametrize("extra,said", [
@@ -120,7 +123,7 @@ def test_a_device_without_an_interconnect_is_refused_on_more_than_one_gpu(tmp_pa
     dev = load_device(str(p))
     one = Deployment(load_model("llama-3.1-8b"), dev, 1, "bf16")
     assert roofline.coefficients(one).comm_s_per_token == 0.0  # one GPU: no link needed
-    with pytest.raises(ProfileError, match="no interconnect_bandwidth_gbps in its profile"):
+    with pytest.raises(ProfileError, match="no interconnect_bandwidth_gb_per_s in its profile"):
         roofline.coefficients(Deployment(load_model("llama-3.1-8b"), dev, 2, "bf16"))
 
 
@@ -236,3 +239,29 @@ def test_the_list_commands_print_json_as_show_does(capsys):
     models = json.loads(capsys.readouterr().out)
     assert main(["models", "show", "llama-3.1-8b", "--json"]) == 0
     assert models["llama-3.1-8b"] == json.loads(capsys.readouterr().out)
+
+
+def test_a_profile_field_by_its_retired_name_is_read_with_a_warning(tmp_path):
+    """Before 2026-12-02 a device's bandwidths were *_gbps (which reads as gigabits) and its
+    price price_per_hour_usd: a user's TOML with those names is read, with a warning, for one release."""
+    import warnings
+
+    from costsim.profiles import load_device
+    from costsim.profiles.types import RENAMED_FIELDS
+
+    text = (ROOT / "hardware" / "h100-sxm.toml").read_text(encoding="utf-8")
+    for old, new in RENAMED_FIELDS.items():
+        text = text.replace(new, old)
+    p = tmp_path / "old.toml"
+    p.write_text(text.replace('name = "h100-sxm"', 'name = "old-h100"'))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = load_device(str(p))
+    new = load_device("h100-sxm")
+    assert (d.hbm_bandwidth_gb_per_s, d.usd_per_gpu_hour, d.price_source) == (new.hbm_bandwidth_gb_per_s, new.usd_per_gpu_hour,
+                                                                               new.price_source)
+    assert sorted(str(w.message).split(": ")[1].split(" ")[0] for w in caught) == sorted(RENAMED_FIELDS)
+    both = tmp_path / "both.toml"
+    both.write_text(text.replace("hbm_bandwidth_gbps", "hbm_bandwidth_gb_per_s = 1\nhbm_bandwidth_gbps", 1))
+    with pytest.raises(ProfileError, match="one field"):
+        load_device(str(both))

@@ -31,7 +31,7 @@ IDEAL_TOML = """
 name = "ideal-edge"
 display_name = "ideal edge device"
 memory_gb = 1e6
-hbm_bandwidth_gbps = 2.0
+hbm_bandwidth_gb_per_s = 2.0
 bf16_dense_tflops = 1e12
 source = "test"
 """

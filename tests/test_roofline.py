@@ -54,8 +54,8 @@ def test_moe_reads_union_of_experts(toy_device, toy_moe):
 def test_decode_time_monotone_in_batch(b1, b2, ctx):
     from costsim.profiles import Device
 
-    dev = Device(name="d", display_name="d", memory_gb=96, hbm_bandwidth_gbps=4000, bf16_dense_tflops=148, source="t",
-                 interconnect_bandwidth_gbps=900)
+    dev = Device(name="d", display_name="d", memory_gb=96, hbm_bandwidth_gb_per_s=4000, bf16_dense_tflops=148, source="t",
+                 interconnect_bandwidth_gb_per_s=900)
     m = ModelSpec(name="m", display_name="m", num_layers=40, hidden_size=4096, num_attention_heads=32,
                   num_kv_heads=4, head_dim=128, total_params_b=100, active_params_b=10, source="t",
                   num_experts=128, experts_per_token=8)
@@ -190,10 +190,10 @@ def test_a_replica_past_one_node_pays_the_network():
     sixteen = rl.coefficients(Deployment(m, dev, 16, "bf16", engine=eng))
     ar = 2 * m.num_layers
     msg = m.hidden_size * 2.0
-    assert sixteen.comm_s_per_token == pytest.approx(ar * 2 * 15 / 16 * msg / (dev.internode_bandwidth_gbps * 1e9 / 2))
-    assert eight.comm_s_per_token == pytest.approx(ar * 2 * 7 / 8 * msg / (dev.interconnect_bandwidth_gbps * 1e9 / 2))
+    assert sixteen.comm_s_per_token == pytest.approx(ar * 2 * 15 / 16 * msg / (dev.internode_bandwidth_gb_per_s * 1e9 / 2))
+    assert eight.comm_s_per_token == pytest.approx(ar * 2 * 7 / 8 * msg / (dev.interconnect_bandwidth_gb_per_s * 1e9 / 2))
     fixed8 = eight.fixed_s - 1e-6 * ar * eng.collective_us("allreduce", 8)
     assert sixteen.fixed_s == pytest.approx(fixed8 + 1e-6 * ar * dev.internode_latency_us)
     # A part whose profile says nothing of a network between its servers is refused past one.
-    with pytest.raises(ProfileError, match="spans more than a node of 8: the profile has no internode_bandwidth_gbps"):
+    with pytest.raises(ProfileError, match="spans more than a node of 8: the profile has no internode_bandwidth_gb_per_s"):
         rl.coefficients(Deployment(m, load_device("l40s"), 16, "bf16", engine=eng))

@@ -218,7 +218,7 @@ def to_json(res: dict) -> dict:
 
     rec = res["recommended"]
     return {"task_rate_per_s": res["task_rate_per_s"], "latency_p95_target_s": res["latency_p95_target_s"],
-            "configurations": res["configurations"], "feasible": res["feasible"], "seconds": res["seconds"],
+            "configurations": res["configurations"], "feasible_configurations": res["feasible"], "elapsed_s": res["seconds"],
             "tasks": res["tasks"], "front": [point(s) for s in res["front"]],
             "confirmed": [{"screen": point(s), "simulated": r} for s, r in res["confirmed"]],
             "recommended": None if rec is None else {"screen": point(rec[0]), "simulated": rec[1]},

@@ -65,7 +65,7 @@ def ideal(params_b: float) -> Deployment:
     engine without fixed latencies (``ideal``): every iteration is one pass over the weights,
     ``params_b`` seconds. What the tests and the docs' "paper's regime" runs use."""
     device = Device(name="ideal", display_name="ideal memory-bound device", memory_gb=1e6,
-                    hbm_bandwidth_gbps=2.0, bf16_dense_tflops=1e12, source="the paper's pass counting")
+                    hbm_bandwidth_gb_per_s=2.0, bf16_dense_tflops=1e12, source="the paper's pass counting")
     model = ModelSpec(name="m", display_name="m", num_layers=1, hidden_size=1, num_attention_heads=1, num_kv_heads=0,
                       head_dim=1, total_params_b=params_b, active_params_b=params_b, source="the paper's pass counting")
     return Deployment(model, device, 1, "bf16", engine=load_engine("ideal"))

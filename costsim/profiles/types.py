@@ -56,17 +56,17 @@ class Device:
     name: str
     display_name: str
     memory_gb: float
-    hbm_bandwidth_gbps: float
+    hbm_bandwidth_gb_per_s: float
     bf16_dense_tflops: float
     source: str
     fp8_dense_tflops: float | None = None
     interconnect: str = ""
-    interconnect_bandwidth_gbps: float = 0.0
+    interconnect_bandwidth_gb_per_s: float = 0.0
     gpus_per_node: int = 8            # the GPUs one interconnect domain (a node) joins
-    internode_bandwidth_gbps: float = 0.0  # GB/s per GPU, both directions, between nodes (its NIC)
+    internode_bandwidth_gb_per_s: float = 0.0  # GB/s per GPU, both directions, between nodes (its NIC)
     internode_latency_us: float = 0.0  # one small all-reduce or all-to-all across nodes, µs
     family: str = "hopper"
-    price_per_hour_usd: float | None = None
+    usd_per_gpu_hour: float | None = None
     price_date: str = ""              # when that price was read: YYYY-MM-DD or YYYY-MM
     memory_reported_mib: float | None = None
     aliases: tuple[str, ...] = ()
@@ -85,14 +85,14 @@ class Device:
     @property
     def price_source(self) -> str:
         """Where the price per GPU-hour comes from ('' without a price)."""
-        if self.price_per_hour_usd is None:
+        if self.usd_per_gpu_hour is None:
             return ""
-        return str(self.sources.get("price_per_hour_usd", self.source))
+        return str(self.sources.get("usd_per_gpu_hour", self.source))
 
     def can_span(self, n: int) -> bool:
         """Whether one replica can span ``n`` of these GPUs: within a node (``gpus_per_node``),
         or across nodes where the profile has the network to cost its collectives on."""
-        return n <= self.gpus_per_node or (self.internode_bandwidth_gbps > 0 and self.internode_latency_us > 0)
+        return n <= self.gpus_per_node or (self.internode_bandwidth_gb_per_s > 0 and self.internode_latency_us > 0)
 
     def cannot_run(self, dtype: str) -> str:
         """Why this device cannot run weights in ``dtype`` ('' if it can). FP8 and MXFP4 run
@@ -338,7 +338,7 @@ class ModelSpec:
 
 #: Fields that must be > 0, not only >= 0: a rate or a size that divides.
 _POSITIVE = {
-    Device: ("memory_gb", "hbm_bandwidth_gbps", "bf16_dense_tflops", "memory_reported_mib"),
+    Device: ("memory_gb", "hbm_bandwidth_gb_per_s", "bf16_dense_tflops", "memory_reported_mib"),
     ModelSpec: ("num_layers", "hidden_size", "num_attention_heads", "head_dim", "total_params_b", "active_params_b"),
     Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs"),
 }
@@ -349,9 +349,28 @@ _FIELD_KINDS = {"str": (str, "a string"), "bool": (bool, "true or false"), "dict
           "tuple[str,": ((list, tuple), "a list of strings")}
 
 
+#: Profile fields renamed (old -> new), read under the old name for one release with a warning:
+#: "gbps" reads as gigabits per second, and these hold gigabytes per second; a price is per GPU-hour,
+#: as every command's JSON names it.
+RENAMED_FIELDS = {"hbm_bandwidth_gbps": "hbm_bandwidth_gb_per_s", "interconnect_bandwidth_gbps": "interconnect_bandwidth_gb_per_s",
+                  "internode_bandwidth_gbps": "internode_bandwidth_gb_per_s", "price_per_hour_usd": "usd_per_gpu_hour"}
+
+
 def build(cls, data: dict, origin: str):
     """A profile of ``cls`` from a parsed table, validated (ProfileError, one line naming ``origin``)."""
     known = {f.name for f in fields(cls)}
+    data = dict(data)
+    for old, new in RENAMED_FIELDS.items():
+        if old in data and new in known:
+            if new in data:
+                raise ProfileError(f"{origin}: {old} and {new} are one field (its old and new name): give {new} only")
+            import warnings
+
+            warnings.warn(f"{origin}: {old} is deprecated: name it {new} (the same value; the old name goes in the next "
+                          "release)", FutureWarning, stacklevel=2)
+            data[new] = data.pop(old)
+        if isinstance(data.get("sources"), dict) and old in data["sources"]:
+            data["sources"] = {RENAMED_FIELDS.get(k, k): v for k, v in data["sources"].items()}
     # Required: the fields without a default (in declaration order).
     missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
                and f.name not in data]
