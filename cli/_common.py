@@ -126,6 +126,17 @@ class UserError(Exception):
     """Bad input from the user; printed as one line, exit code 2."""
 
 
+#: Scenario options that may name a file the command reads (a calibration, a model's config.json,
+#: a device or API profile): never an output.
+FILE_OPTIONS = ("calibration", "strong", "weak", "strong_device", "weak_device", "api", "edge_device")
+
+
+def inputs_of(o: dict, *paths) -> tuple:
+    """The files a command reads: ``paths`` and those its options name (:data:`FILE_OPTIONS`)."""
+    named = (o.get(k) for k in FILE_OPTIONS)
+    return tuple(str(p) for p in (*paths, *named) if p and os.path.isfile(str(p)))
+
+
 @contextmanager
 def user_errors(*kinds):
     """Any of the exception ``kinds`` raised inside becomes a :class:`UserError` (its message)."""
@@ -169,20 +180,26 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
             raise UserError(f"{shown}: refusing to overwrite an input file")
     where = p if directory else p.parent
     made = [q for q in (where, *where.parents) if not q.exists()]  # created for the probe, removed after it
+    probe = None
     try:
         where.mkdir(parents=True, exist_ok=True)
         # the name atomic_write's temporary file will have: too long a name fails here, not after the run
         fd, probe = tempfile.mkstemp(dir=where, prefix=".costsim-probe-" if directory else f".{p.name}.", suffix=".tmp")
         os.close(fd)
-        os.unlink(probe)
-        for q in made:  # deepest first: a failed command leaves no new folders (the write makes them)
-            q.rmdir()
     except OSError as e:
         file = next((q for q in where.parents if q.exists() and not q.is_dir()), where if where.is_file() else None)
         why = f"{file} is a file, not a folder" if file is not None else e.strerror or e
         raise UserError(f"{shown}: cannot write there ({why})") from None
     except ValueError as e:  # a NUL in the name
         raise UserError(f"{shown}: not a valid path ({e})") from None
+    finally:  # whatever happened, an interrupt included, the probe and the folders made for it go
+        from contextlib import suppress
+
+        with suppress(OSError):
+            if probe:
+                os.unlink(probe)
+            for q in made:  # deepest first
+                q.rmdir()
     return p
 
 

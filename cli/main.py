@@ -97,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     # A warning meant for the user (a deprecated profile field) is one line, as an error is: no
     # source line, no file of costsim's.
     warnings.showwarning = lambda message, *a, **k: print(f"costsim: warning: {message}", file=sys.stderr)
+    # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=latin-1 and a '≈')
+    # shows a replacement for it rather than failing.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
     try:
         rv = app(args=renamed_flags(sys.argv[1:] if argv is None else list(argv)), prog_name="costsim",
@@ -111,15 +116,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"costsim: error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, click.Abort):
-        print("costsim: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     except click.ClickException as e:
         print(f"costsim: error: {e.format_message()}", file=sys.stderr)
         return e.exit_code
     if rv == 130:  # Typer turns Ctrl-C into Exit(130), which click hands back as the return value
-        print("costsim: interrupted", file=sys.stderr)
+        return _interrupted()
     return rv if isinstance(rv, int) else 0
 
 
+def _interrupted() -> int:
+    """One line and the shell's code for the signal: 143 for SIGTERM, 130 for Ctrl-C."""
+    from . import Terminated
+
+    print(f"costsim: {'terminated' if Terminated.received else 'interrupted'}", file=sys.stderr)
+    return 143 if Terminated.received else 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from . import run
+
+    run()

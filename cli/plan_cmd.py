@@ -9,7 +9,7 @@ import typer
 from costsim.api import PLAN_OPTIONS
 from costsim.config import COMMANDS, EDGE_CLOUD, PLAN_SEARCH
 
-from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, target_missed, warn, with_options,
+from ._common import (SCENARIO_OPTIONS, Progress, UserError, check_output, dumps, inputs_of, target_missed, warn, with_options,
                       user_errors)
 
 @with_options({k: SCENARIO_OPTIONS[k] for k in (*PLAN_OPTIONS, "json_out")})
@@ -42,9 +42,9 @@ def plan(
 
     json_out = o.pop("json_out")
     if figure:
-        check_output(figure, inputs=tuple(traces or ()))
+        check_output(figure, inputs=inputs_of(o, *(traces or ())))
         if not figure.endswith(".png"):
-            raise UserError(f"--figure {figure}: expected a .png file name")
+            raise UserError(f"--figure-out {figure}: expected a .png file name")
     with user_errors(ValueError, OSError), Progress("planning", quiet=quiet) as bar:
         res = api.plan(task_rate, latency_p95=latency_p95, devices=devices, weak_devices=weak_devices, max_gpus=max_gpus,
                        protocols=protocols, edge_devices=edge_devices, K=ks, price=price,
@@ -72,8 +72,8 @@ def _where(c, strong: int, weak: int) -> str:
 
 def render(res: dict) -> str:
     lines = [f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 <= {res['latency_p95_target_s']:g} s; "
-             f"{res['configurations']} configurations screened ({res['feasible_configurations']} feasible), "
-             f"{len(res['confirmed'])} confirmed by simulation, in {res['elapsed_s']:.1f} s ({res['tasks']} tasks)"
+             f"{res['configurations']} configurations screened ({res['feasible']} feasible), "
+             f"{len(res['confirmed'])} confirmed by simulation, in {res['seconds']:.1f} s ({res['tasks']} tasks)"
              + (f"; {res['resumed']['pieces']} finished pieces reused from {res['resumed']['folder']}"
                 if res.get("resumed") and res["resumed"]["pieces"] else ""), ""]
     if res["front"]:

@@ -8,7 +8,7 @@ import typer
 
 from costsim.config import COMMANDS
 
-from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, warn,
+from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, inputs_of, warn,
                       with_options, user_errors)
 
 @with_options(OPTIONS)
@@ -17,9 +17,10 @@ def simulate(tasks: int = typer.Option(COMMANDS.simulate_tasks, "--tasks", min=1
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
     from costsim import api
 
+    inputs = inputs_of(o)
     if o["out"] is not None:
-        _check_table(o["out"], ())  # before the run, not after it
-    _run(lambda options, progress: api.simulate(tasks, progress=progress, **options), o, inputs=())
+        _check_table(o["out"], inputs)  # before the run, not after it
+    _run(lambda options, progress: api.simulate(tasks, progress=progress, **options), o, inputs=inputs)
 
 
 @with_options(OPTIONS)
@@ -29,10 +30,11 @@ def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files 
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
     from costsim import api
 
+    inputs = inputs_of(o, *traces)
     if o["out"] is not None:
-        _check_table(o["out"], tuple(traces))
+        _check_table(o["out"], inputs)
     _run(lambda options, progress: api.replay(traces, verdicts=verdicts, progress=progress, on_warning=warn, **options), o,
-         inputs=tuple(traces))
+         inputs=inputs)
 
 
 _NOT_OPTIONS = ("out", "json_out", "quiet")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from .config import COMMANDS, LIVE
+from .config import COMMANDS, LIVE, check_price
 from .files import write_atomic
 from .memory import DoesNotFit
 from .profiles import ProfileError
@@ -416,8 +416,8 @@ def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMAND
     if not 0 < tolerance < 1:
         raise ValueError(f"--tolerance must be in (0, 1), got {tolerance}")
     for name, v in (("--strong-price", strong_price), ("--weak-price", weak_price)):
-        if v is not None and not 0 <= v < math.inf:
-            raise ValueError(f"{name} must be a finite number >= 0 USD per GPU-hour, got {v}")
+        if v is not None:
+            check_price(name, v)
     names = _names(protocols, "--protocols")
     warnings = Warnings(on_warning)
     work = _tasks(trace, tasks, options.get("seed"), warnings)
@@ -526,11 +526,16 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
         raise ValueError(f"--price {', '.join(stray)}: not a searched device (searched: {', '.join(searched)})")
     table = fleet_cost.prices(searched, overrides)
     kept = P.State(state) if state else None
-    if kept and fresh:
-        kept.clear()
-    if progress:
-        progress(0, len(configs))
-    res = P.recommend(work, base, rate, target, configs, table, confirm, progress, scheduler, workers, kept)
+    from contextlib import nullcontext
+
+    from .files import exclusive
+
+    with exclusive(kept.folder, "plan") if kept else nullcontext():  # one plan writes a state folder at a time
+        if kept and fresh:
+            kept.clear()
+        if progress:
+            progress(0, len(configs))
+        res = P.recommend(work, base, rate, target, configs, table, confirm, progress, scheduler, workers, kept)
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
     res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"

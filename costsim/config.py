@@ -245,6 +245,19 @@ MAX_SECONDS, MAX_TOKENS = 1e6, 10**9
 MAX_RATIO, MAX_STEPS = 1000.0, 1e6
 #: The most tokens one call may prefill or decode in a scenario (a step, an observation, a verdict).
 MAX_CALL_TOKENS = 1e6
+#: The dearest GPU-hour a price may be, USD: on-demand list prices run to about $10 (a B200),
+#: so 10^4 refuses a typo (1e308 recommended "USD inf") and no real price.
+MAX_USD_PER_GPU_HOUR = 1e4
+#: The most replicas of one pool a scenario may simulate: past any fleet one simulation can hold
+#: in memory (`--strong-replicas 1e9` hung, then ran out of memory); capacity and plan scale cells.
+MAX_REPLICAS = 10_000
+
+
+def check_price(name: str, usd) -> float:
+    """A USD per GPU-hour price, refused (ValueError, one line) unless in [0, MAX_USD_PER_GPU_HOUR]."""
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd <= MAX_USD_PER_GPU_HOUR:
+        raise ValueError(f"{name} must be a price in [0, {MAX_USD_PER_GPU_HOUR:g}] USD per GPU-hour, got {usd!r}")
+    return float(usd)
 
 
 def check_scale(scale: float, name: str = "a step scale") -> float:

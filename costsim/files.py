@@ -13,6 +13,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from importlib.abc import Traversable
@@ -103,3 +104,37 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             pass
         raise
     return path
+
+
+@contextmanager
+def exclusive(path, what: str):
+    """Hold ``<path>.lock`` while this process writes ``path`` (a sweep table, a plan state
+    folder): another writer is refused with one line (two sweeps into one table both reported
+    success while one grid was lost). A lock whose process is gone (killed) is taken over."""
+    path = Path(path)
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+                if pid > 0:
+                    os.kill(pid, 0)
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)  # its writer is gone
+                continue
+            except PermissionError:  # alive, another user's
+                pass
+            raise ValueError(f"{path}: another {what} (process {pid or 'starting'}) is writing it; wait for it to "
+                             "finish, or give another path") from None
+    else:
+        raise ValueError(f"{path}: cannot take its lock {lock.name}")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)

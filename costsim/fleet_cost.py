@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 
+from .config import check_price
 from .profiles import load_device
 
 
@@ -100,8 +101,9 @@ def parse_prices(items) -> dict:
             usd = float(val.strip().removesuffix("/h").removesuffix("/hr"))
         except ValueError:
             usd = math.nan
-        if not eq or not name.strip() or not (math.isfinite(usd) and usd >= 0):
+        if not eq or not name.strip() or not math.isfinite(usd):
             raise ValueError(f"--price {item!r}: expected DEVICE=USD per GPU-hour, e.g. h100-sxm=2.49")
+        check_price(f"--price {name.strip()}", usd)
         dev = load_device(name.strip()).name
         if dev in out:
             raise ValueError(f"--price {dev} is given twice")

@@ -26,7 +26,7 @@ import numpy as np
 from . import protocols, roofline
 from .acceptance import parse_p_dist
 from .calibration import CalibrationError, endpoint_fits, load_calibration
-from .config import (COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_SECONDS, WORKLOAD,
+from .config import (COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_REPLICAS, MAX_SECONDS, WORKLOAD,
                      AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
                      check_option, check_scale, OPTIONS)
 from .formulas import check_K
@@ -195,6 +195,9 @@ def check(sc: Scenario) -> None:
         raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
     if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:
         raise ValueError("--sessions and replica counts must be >= 1")
+    if max(sc.strong_replicas, sc.weak_replicas) > MAX_REPLICAS:
+        raise ValueError(f"--strong-replicas and --weak-replicas must be at most {MAX_REPLICAS:,} (one simulation holds "
+                         "every replica in memory; capacity and plan size larger fleets cell by cell)")
     if sc.arrival_rate is not None and sc.sessions != 1:
         raise ValueError("--sessions (closed loop) and --arrival-rate (open loop) are exclusive: give one")
     if sc.arrival_rate is not None and not 0 < sc.arrival_rate < math.inf:
@@ -260,6 +263,25 @@ def setting_keys() -> set[str]:
     return scenario_keys() | set(DEPLOY_KEYS) | set(LATENCY_KEYS) | {"protocols", "options", "calibration"}
 
 
+#: Settings that name something (a model, a device, an engine, a precision, a file, a rule): strings.
+NAME_SETTINGS = ("api", "calibration", "edge_device", "engine", "p_dist", "strong", "strong_device", "strong_dtype",
+                 "weak", "weak_device", "weak_dtype", "weak_engine")
+
+
+def _check_kinds(settings: dict) -> None:
+    """ValueError (one line) for a setting of the wrong kind, before any use of it: a grid file
+    or a notebook can hand any TOML or Python value (a date, a table, a list) to any setting."""
+    for k in NAME_SETTINGS:
+        if k in settings and not isinstance(settings[k], str):
+            raise ValueError(f"{k} must be a name (a string), got {settings[k]!r}")
+    v = settings.get("protocols")
+    if v is not None and not (isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v))):
+        raise ValueError(f"protocols must be a name or a list of names, got {v!r}")
+    v = settings.get("strong_gpus")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+        raise ValueError(f"strong_gpus must be a whole number of GPUs, got {v!r}")
+
+
 def build_scenario(settings: dict, tasks=None):
     """The validated :class:`Scenario` of ``settings`` (None values: the default).
     ValueError (one line) for anything wrong; unknown keys are refused. ``tasks``: the tasks it
@@ -269,6 +291,7 @@ def build_scenario(settings: dict, tasks=None):
     unknown = sorted(set(settings) - setting_keys())
     if unknown:
         raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+    _check_kinds(settings)
     if "options" in settings:
         # An option that is a field of the scenario (K, rho, the rates...) sets that field: one
         # value, checked and reported as the field is.

@@ -15,13 +15,14 @@ import hashlib
 import io
 import itertools
 import json
+import math
 import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 from .scenario import setting_keys
 from .distributed import run_dask
-from .files import code_digest, read_text, write_atomic
+from .files import code_digest, exclusive, read_text, write_atomic
 
 TASK_KEYS = ("trace", "synthetic_tasks", "task_seed")
 
@@ -53,6 +54,10 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
             raise ValueError(f"{origin}: unknown setting {k!r}")
     if "trace" not in base and "trace" not in grid and "synthetic_tasks" not in base and "synthetic_tasks" not in grid:
         raise ValueError(f"{origin}: give the tasks: trace = NAME or synthetic_tasks = N in [base]")
+    n = math.prod(len(v) for v in grid.values())
+    if n > MAX_CELLS:  # counted before the product is built (10^8 cells were materialised)
+        raise ValueError(f"{origin}: the grid has {n:,} cells; at most {MAX_CELLS:,} (each is a simulation): "
+                         "split it into several grid files")
     keys = list(grid)
     out, read = [], set()
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -65,6 +70,9 @@ def cells(data: dict, origin: str = "grid") -> list[dict]:
 
 #: The most synthetic tasks a cell may have (simulate's --tasks bound).
 MAX_SYNTHETIC_TASKS = 1_000_000
+#: The most cells one grid may have: each is a simulation of a second or more, so 10^4 is hours
+#: on a node; past it a grid is a mistake or wants splitting.
+MAX_CELLS = 10_000
 
 
 def _check_tasks(cell: dict, origin: str, read: set) -> None:
@@ -215,16 +223,22 @@ def run(cells_: list[dict], out, scheduler: str | None = None, workers: int | No
     (``tcp://host:port``), or a local cluster of ``workers`` workers (default: one per CPU, at
     most one per cell), each in its own process unless ``processes=False``. ``progress`` is
     called with the number of cells finished (including skipped ones) as they finish.
-    Returns ``{"cells": n, "computed": k, "skipped": n - k, "rows": r, "out": path}``.
+    Returns ``{"cells": n, "computed": k, "skipped": n - k, "rows": r, "out": path}``. A second
+    sweep into the same table while this one runs is refused (:func:`costsim.files.exclusive`).
     """
-    import pandas as pd
-
     out = Path(out)
     if out.suffix != ".parquet":
         raise ValueError(f"{out}: the sweep table must be a .parquet file")
     ids = [cell_id(c) for c in cells_]
     if len(set(ids)) != len(ids):
         raise ValueError("the grid has duplicate cells")
+    with exclusive(out, "sweep"):
+        return _run(cells_, ids, out, scheduler, workers, serial, processes, progress)
+
+
+def _run(cells_, ids, out: Path, scheduler, workers, serial, processes, progress) -> dict:
+    import pandas as pd
+
     done = _finished(out)
     # Cells of other grids already in the table stay in it, ahead of this grid's.
     kept = [cid for cid in done if cid not in set(ids)]

@@ -206,13 +206,78 @@ def test_ctrl_c_says_interrupted_and_exits_130(tmp_path):
     assert not out.exists() and not list(tmp_path.glob(".*.tmp"))  # no partial file
 
 
+def test_an_output_never_replaces_a_file_the_command_reads(tmp_path, capsys):
+    """Before 2026-12-02 simulate/replay --out wrote over the --calibration they had read."""
+    cal = tmp_path / "calib.csv"  # a calibration file by any name
+    cal.write_text('[calibration]\nsource = "t"\n[ratios]\nkappa = 0.5\nv_over_d = 0.1\nrho = 1.0\n')
+    before = cal.read_bytes()
+    for argv in (["simulate", "--tasks", "2", "-q"], ["replay", "tau2-airline", "-q"]):
+        code, _, err = run([*argv, "--calibration", str(cal), "--out", str(cal)], capsys)
+        assert code == 2 and "refusing to overwrite an input file" in err and cal.read_bytes() == before
+
+
+def test_sigterm_is_handled_as_ctrl_c_is_and_exits_143(tmp_path):
+    """kill, timeout, systemd, Docker and Slurm send SIGTERM: before 2026-12-02 it left the
+    output's .NAME.XXXX.tmp file behind."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import costsim_argv
+
+    out = tmp_path / "t.parquet"
+    p = subprocess.Popen([*costsim_argv(), "simulate", "--tasks", "200000", "-q", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and err.strip() == "costsim: terminated", err
+    assert not out.exists() and not list(tmp_path.glob(".*"))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("after_s", [0.1, 0.25, 0.5])
+def test_a_signal_during_start_up_is_one_line_and_leaves_nothing(tmp_path, sig, after_s):
+    """An interrupt at any moment, the imports and the output check included (before 2026-12-02
+    Ctrl-C during the imports printed a KeyboardInterrupt traceback)."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import costsim_argv
+
+    out = tmp_path / "deep" / "t.csv"
+    p = subprocess.Popen([*costsim_argv(), "simulate", "--tasks", "200000", "-q", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    time.sleep(after_s)
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and err.count("\n") <= 1, err
+    assert p.returncode in (130, 143, -signal.SIGINT, -signal.SIGTERM), (p.returncode, err)
+    assert list(tmp_path.iterdir()) == []  # no probe file, no folder made for it
+
+
+def test_a_terminal_that_cannot_encode_a_character_gets_a_replacement_not_a_traceback():
+    import os
+    import subprocess
+
+    from conftest import costsim_argv
+
+    env = dict(os.environ, PYTHONIOENCODING="latin-1")
+    r = subprocess.run([*costsim_argv(), "predict", "-p", "0.8", "--K", "6"], capture_output=True, env=env)
+    assert r.returncode == 0 and b"Traceback" not in r.stderr and b"R_u" in r.stdout
+
+
 @pytest.mark.parametrize("argv,said", [
     (["predict", "-p", "0.8", "--kappa", "1e308"], "--kappa must be at most 1000"),
     (["predict", "-p", "0.8", "--v-over-d", "1e308"], "--v-over-d must be at most 1000"),
     (["predict", "-p", "0.8", "--steps", "1e300"], "--steps must be a finite number in (0, 1e+06]"),
     (["predict", "-p", "0.8", "--calibration", ""], "--calibration is empty"),
     (["capacity", "--task-rate", "1e-300"], "--task-rate must be in [1e-6, 1e6] tasks/s"),
-    (["capacity", "--task-rate", "0.5", "--strong-price", "inf"], "--strong-price must be a finite number >= 0"),
+    (["capacity", "--task-rate", "0.5", "--strong-price", "inf"], "--strong-price must be a price in [0, 10000] USD"),
+    # before 2026-12-02: plan recommended "USD inf"; 10^9 replicas hung, then ran out of memory
+    (["plan", "--task-rate", "1/s", "--price", "h20=1e308"], "--price h20 must be a price in [0, 10000] USD"),
+    (["simulate", "--tasks", "2", "--strong-replicas", "1000000000"], "--weak-replicas must be at most 10,000"),
 ])
 def test_sizes_past_any_deployment_are_one_line_errors(argv, said, capsys):
     from costsim.cli.main import main

@@ -168,10 +168,10 @@ def test_balance_point_figure_shows_the_contention(regenerated):
 
 
 def test_command_only_and_errors(tmp_path, capsys):
-    assert run(["figures", "--out", str(tmp_path), "--only", "cost-model"]) == 0
+    assert run(["figures", "--out-dir", str(tmp_path), "--only", "cost-model"]) == 0
     assert (tmp_path / "fig1_cost_model.png").exists() and not (tmp_path / "README.md").exists()
     assert "fig1_cost_model.png" in capsys.readouterr().out
-    assert run(["figures", "--out", str(tmp_path), "--only", "nope"]) == 2
+    assert run(["figures", "--out-dir", str(tmp_path), "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("costsim: error: unknown figure nope") and "\n" not in err
 

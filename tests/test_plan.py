@@ -198,7 +198,7 @@ def test_a_free_device_is_priced_at_zero_and_planned(capsys):
     (["--strong-dtype", "fp3"], "unknown precision 'fp3'"),
     (["--latency-p95", "1e400s"], "--latency-p95 must be a finite duration > 0"),
     (["--max-gpus", "0"], "--max-gpus must be >= 1"),
-    (["--figure-out", "/tmp/x.txt"], "expected a .png file name"),
+    (["--figure-out", "/tmp/x.txt"], "--figure-out /tmp/x.txt: expected a .png file name"),
 ])
 def test_plan_bad_input_is_one_line(argv, msg, capsys):
     assert main(["plan", "--task-rate", "1/s", "--tasks", "20", "-q", *argv]) == 2

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costsim import sweep
 
@@ -195,3 +197,70 @@ def test_a_cell_is_keyed_by_the_profiles_it_names(tmp_path):
     before = sweep.cell_id(cell)
     dev.write_text("bandwidth = 400")
     assert sweep.cell_id(cell) != before
+
+
+# --- bounded, typed, locked (issue 31) ---------------------------------------------------------
+
+
+def test_a_grid_past_the_cell_bound_is_refused_before_its_product_is_built(tmp_path):
+    """Before 2026-12-02 a 10^8-cell grid was materialised (memory) before anything said no."""
+    p = tmp_path / "g.toml"
+    p.write_text("[base]\nsynthetic_tasks = 2\n[grid]\n" + "".join(f"{k} = {list(range(1, 101))}\n"
+                                                                    for k in ("seed", "K", "sessions", "verdict_tokens")))
+    with pytest.raises(ValueError, match=r"the grid has 100,000,000 cells; at most 10,000"):
+        sweep.load_grid(p)
+
+
+def test_workers_are_bounded_by_the_cpus_and_a_schedulers_credentials_are_never_printed(tmp_path, monkeypatch, capsys):
+    import os
+
+    from costsim import distributed
+    from costsim.cli.main import main
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('[base]\nsynthetic_tasks = 2\nprotocols = ["strong-only"]\n')
+    n = os.cpu_count() or 1
+    assert main(["sweep", str(grid), "-o", str(tmp_path / "a.parquet"), "--workers", str(n + 1), "-q"]) == 2
+    assert f"--workers must be in [1, {n}]" in capsys.readouterr().err
+    monkeypatch.setattr(distributed, "SCHEDULER_TIMEOUT_S", 1.0)
+    for address in ("tcp://alice:s3cret#pw@127.0.0.1:1", "tcp://alice:s3cret@[::1", "alice:s3cret@nohost:1"):
+        assert main(["sweep", str(grid), "-o", str(tmp_path / "b.parquet"), "--scheduler", address, "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "s3cret" not in err and "alice" not in err and err.count("\n") == 1, err
+
+
+def test_a_second_sweep_into_a_table_being_written_is_refused_and_a_dead_ones_lock_taken_over(grid, tmp_path):
+    import os
+
+    from costsim.files import exclusive
+
+    out = tmp_path / "t.parquet"
+    cells = sweep.load_grid(grid)[:1]
+    with exclusive(out, "sweep"):  # as a sweep running in this process would hold it
+        with pytest.raises(ValueError, match=rf"another sweep \(process {os.getpid()}\) is writing it"):
+            sweep.run(cells, out, serial=True)
+    assert not (tmp_path / "t.parquet.lock").exists()
+    (tmp_path / "t.parquet.lock").write_text("999999999")  # a sweep killed with -9
+    assert sweep.run(cells, out, serial=True)["computed"] == 1 and not (tmp_path / "t.parquet.lock").exists()
+
+
+_VALUES = st.one_of(st.integers(-10, 10**20), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
+                    st.booleans(), st.dates(), st.lists(st.integers(0, 3), max_size=2),
+                    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.sampled_from(sorted(__import__("costsim.scenario", fromlist=["x"]).setting_keys())), value=_VALUES,
+       where=st.sampled_from(["base", "grid"]))
+def test_a_grid_value_of_any_kind_is_a_cell_or_a_one_line_error(key, value, where):
+    """Before 2026-12-02 grid values were never checked for kind: a table, a list or a date
+    reached string methods and raised AttributeError/TypeError tracebacks."""
+    data = {"base": {"synthetic_tasks": 2}, "grid": {}}
+    if where == "base":
+        data["base"][key] = value
+    else:
+        data["grid"][key] = [value]
+    try:
+        sweep.cells(data)
+    except ValueError as e:
+        assert "\n" not in str(e)

@@ -295,3 +295,21 @@ def test_openai_fuzz(values, data):
     path = data.draw(st.sampled_from(list(_paths(base))))
     lines = [json.dumps(v) for v in values] + [json.dumps(_replace(base, path, data.draw(json_values)))]
     _never_crashes(lambda strict: import_openai_text("\n".join(lines), "f.jsonl", strict=strict))
+
+
+def test_the_openai_importer_is_linear_in_its_conversations():
+    """Before 2026-12-02 each call was matched against every conversation so far: 20,000
+    one-call conversations took 14 s, 50,000 about 90 s; now 1 s and 3 s. The bound is the
+    issue's hang threshold, not a benchmark (benchmarks/ time things)."""
+    import json
+    import time
+
+    from costsim.traces.openai import import_openai_text
+
+    n = 50_000
+    text = "\n".join(json.dumps({"request": {"messages": [{"role": "user", "content": f"task {i}"}]},
+                                 "response": {"choices": [{"message": {"role": "assistant", "content": f"ok {i}"}}]}})
+                     for i in range(n))
+    t = time.perf_counter()
+    assert len(import_openai_text(text, "log.jsonl").tasks) == n
+    assert time.perf_counter() - t < 60

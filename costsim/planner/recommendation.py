@@ -92,7 +92,7 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
                  if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None), default=math.inf):
             break
         inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
-        res = state.get("confirm", inputs) if state else None
+        res = state.get("confirm", inputs, valid=lambda v: isinstance(v, dict) and "meets_target" in v) if state else None
         if res is None:
             res = confirm(tasks, base, s, task_rate, target_s, price_table)
             if state:

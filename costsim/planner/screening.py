@@ -29,7 +29,8 @@ def search(tasks, base, task_rate: float, target_s: float, configs, price_table:
     todo = []
     for i, chunk in enumerate(chunks.values()):
         args = (tasks, base, task_rate, target_s, chunk, usd)
-        kept = state.get("screen", (args, _apis(base, chunk))) if state else None
+        kept = state.get("screen", (args, _apis(base, chunk)), valid=lambda v, n=len(chunk): (
+            isinstance(v, list) and len(v) == n and all(isinstance(x, Screened) for x in v))) if state else None
         if kept is not None:
             got[i] = kept
             if progress:
@@ -99,13 +100,17 @@ class State:
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]
         return self.folder / f"{kind}-{digest}.pkl"
 
-    def get(self, kind: str, inputs):
+    def get(self, kind: str, inputs, valid=lambda value: True):
+        """The piece kept for ``inputs``, or None; one that does not load or is not ``valid`` (cut
+        short, or not of the shape this code writes) is dropped and computed again."""
         path = self._path(kind, inputs)
         try:
             value = pickle.loads(path.read_bytes())
         except FileNotFoundError:
             return None
         except Exception:  # a piece cut short: compute it again
+            value = None
+        if value is None or not valid(value):
             path.unlink(missing_ok=True)
             return None
         self.hits += 1
