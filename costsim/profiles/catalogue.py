@@ -29,11 +29,8 @@ def _root(kind: str):
 def _read(kind: str, filename: str):
     """One shipped profile file, parsed and validated (cached)."""
     pkg, cls = _KINDS[kind]
-    try:
-        data = tomllib.loads((_root(kind) / filename).read_text(encoding="utf-8-sig"))
-    except tomllib.TOMLDecodeError as e:
-        raise ProfileError(f"{pkg}/{filename}: {e}") from None
-    return build(cls, data, f"{pkg}/{filename}")
+    return build(cls, _parse((_root(kind) / filename).read_text(encoding="utf-8-sig"), f"{pkg}/{filename}"),
+                 f"{pkg}/{filename}")
 
 
 @cache
@@ -108,10 +105,45 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 def _read_toml(path: str) -> dict:
     try:
-        return tomllib.loads(read_text(path))
+        text = read_text(path)
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such file") from None
     except UnicodeDecodeError as e:
         raise ProfileError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except OSError as e:
         raise ProfileError(f"{path}: {e}") from None
+    return _parse(text, path)
+
+
+#: Dotted parts a key may have: a profile nests 3 deep, and tomllib's memory grows with the
+#: square of a dotted key's length (10^4 parts take 400 MB).
+_MAX_KEY_DOTS = 64
+
+
+def _key_dots(line: str) -> int:
+    """The dots that join the key of a ``key = value`` line (outside quotes)."""
+    dots, quote = 0, ""
+    for c in line:
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == ".":
+            dots += 1
+        elif c in "=#[":
+            break
+    return dots
+
+
+def _parse(text: str, origin: str) -> dict:
+    """A profile's TOML text parsed, or a one-line ProfileError naming ``origin``."""
+    if any(_key_dots(line) > _MAX_KEY_DOTS for line in text.splitlines()):
+        raise ProfileError(f"{origin}: a key of more than {_MAX_KEY_DOTS} dotted parts (a profile nests 3 deep)")
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ProfileError(f"{origin}: tables or arrays nested too deep") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{origin}: {e}") from None
+    except ValueError:  # int() of a literal past Python's 4,300 digits
+        raise ProfileError(f"{origin}: a number of more than 4,300 digits") from None

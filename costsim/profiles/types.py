@@ -1,16 +1,20 @@
 """The profile types: frozen dataclasses with their units in their field names, and the one
 check that builds each from a parsed table.
 
-Memory bandwidth ``*_gbps`` is in gigaBYTES per second (10^9 B/s), as datasheets print it;
+Memory bandwidth ``*_gb_per_s`` is in gigaBYTES per second (10^9 B/s), as datasheets print it;
 ``*_tflops`` are dense (not 2:4-sparse) tensor TFLOPS; ``*_gb`` are 10^9 bytes; ``*_b``
-parameter counts are in billions.
+parameter counts are in billions. Every numeric field has one declared range (:data:`BOUNDS`,
+with its reason), which :func:`build` applies, as it checks a model's fields against one another.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
+import reprlib
 from dataclasses import MISSING, dataclass, field, fields
+from typing import NamedTuple
 
 from ..config import SCHEDULER
 
@@ -336,12 +340,132 @@ class ModelSpec:
         return 2.0 * state + window
 
 
-#: Fields that must be > 0, not only >= 0: a rate or a size that divides.
-_POSITIVE = {
-    Device: ("memory_gb", "hbm_bandwidth_gb_per_s", "bf16_dense_tflops", "memory_reported_mib"),
-    ModelSpec: ("num_layers", "hidden_size", "num_attention_heads", "head_dim", "total_params_b", "active_params_b"),
-    Engine: ("bandwidth_fraction", "flops_fraction", "max_batched_tokens", "max_seqs"),
+def shown(v) -> str:
+    """``v`` for a one-line message: a huge integer by its size (its digits may be past what
+    ``str`` converts), anything else by a shortened repr."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**18:
+        return f"{'a negative' if v < 0 else 'an'} integer of {int(abs(v).bit_length() * math.log10(2)) + 1} digits or so"
+    return reprlib.repr(v)
+
+
+class Bound(NamedTuple):
+    """The range of a numeric profile field: ``lo`` to ``hi``, and 0 as well where ``zero`` (0
+    meaning none: no link, no fixed latency, free). ``why``: the physics or datasheets behind it.
+    A lower bound above 0 keeps out subnormal numbers (5e-324), whose quotients overflow."""
+
+    lo: float
+    hi: float
+    why: str
+    zero: bool = False
+
+    def problem(self, name: str, v) -> str:
+        """'' if the number ``v`` is in range, else one line naming ``name`` and the range."""
+        if (v == 0 and self.zero) or self.lo <= v <= self.hi:  # NaN is neither
+            return ""
+        need = "a finite number >= 0, " if not v >= 0 or v == math.inf else "> 0, " if v == 0 else ""
+        return (f"{name} must be {need}{'0 or ' if self.zero else ''}in [{self.lo:g}, {self.hi:g}] ({self.why}), "
+                f"got {shown(v)}")
+
+
+def _or_zero(b: Bound, none: str) -> Bound:
+    return Bound(b.lo, b.hi, f"{b.why}; 0: {none}", zero=True)
+
+
+_LAYERS = Bound(1, 1e4, "layers: the deepest published models have ~10^2 (Llama-3.1-405B: 126); 10^4 is past any")
+_WIDTH = Bound(1, 1e6, "values across a layer (hidden, head, FFN, rank): the published reach ~10^4 (hidden 16,384, "
+                       "FFN 53,248); 10^6 is past any")
+_HEADS = Bound(1, 1e4, "heads of a layer: the published have up to ~10^2 (128); 10^4 is past any")
+_EXPERTS = Bound(1, 1e5, "experts of an MoE layer: the published have up to ~10^3 (512); 10^5 is past any")
+_PARAMS_B = Bound(1e-9, 1e5, "billions of parameters: from one parameter to 10^5 B (the largest published have ~10^3 B)")
+_TOKENS = Bound(1, 1e8, "tokens: up to 10^8, past any context window (the longest published ~10^7)")
+_TFLOPS = Bound(0.01, 1e12, "dense TFLOPS of one GPU: from 10 GFLOPS (a CPU core); datasheets reach ~10^4 (B300: 4,500 "
+                            "FP8), and up to 10^12 takes the idealised device of the paper's pass counting, whose "
+                            "compute is free")
+_LINK = Bound(0.1, 1e5, "GB/s per GPU, both directions: from 0.1 (a slow network) to 100 TB/s (NVLink 5: 1,800)", True)
+_GPUS = Bound(1, 1e5, "GPUs: an NVLink domain joins 8 to 576; 10^5 is a whole data centre")
+_LATENCY_US = Bound(1e-3, 1e7, "a fixed latency, µs: from a nanosecond to 10 s, past any kernel, collective or "
+                               "network hop (µs to ms); 0: none", True)
+_LATENCY_MS = Bound(1e-6, 1e4, _LATENCY_US.why.replace("µs", "ms"), True)
+_FRACTION = Bound(0.01, 1.0, "an achieved share of the datasheet peak, so it must be in (0, 1]; under 1% no engine "
+                             "runs (a misread unit)")
+_USD_PER_MTOK = Bound(1e-6, 1e4, "USD per million tokens: from 10^-6 to 10^4 (a cent a token); published prices are "
+                                 "10^-3 to 10^2; 0: free", True)
+
+#: The range of every numeric field of every profile kind, declared once with its reason: :func:`build`
+#: applies it to the fields, to an engine's per-device ``families`` values and to its collective
+#: tables' values; :mod:`.hf_config` to a config.json's sizes before it builds anything from them.
+BOUNDS: dict[tuple[type, str], Bound] = {
+    (Device, "memory_gb"): Bound(0.1, 1e6, "GB of one GPU's memory: from 0.1; datasheets give 16 to 288, and up to "
+                                           "10^6 takes the paper's idealised device that holds any model"),
+    (Device, "memory_reported_mib"): Bound(64, 1e9, "MiB of one GPU's memory as the driver reports it: memory_gb's "
+                                                    "range, in MiB"),
+    (Device, "hbm_bandwidth_gb_per_s"): Bound(1, 1e5, "a GPU's memory moves between 1 GB/s and 100 TB/s (datasheets: "
+                                                      "300 to 8,000)"),
+    (Device, "bf16_dense_tflops"): _TFLOPS,
+    (Device, "fp8_dense_tflops"): _TFLOPS,
+    (Device, "interconnect_bandwidth_gb_per_s"): _or_zero(_LINK, "no link in the profile"),
+    (Device, "internode_bandwidth_gb_per_s"): _or_zero(_LINK, "no network in the profile"),
+    (Device, "gpus_per_node"): _GPUS,
+    (Device, "internode_latency_us"): _LATENCY_US,
+    (Device, "usd_per_gpu_hour"): Bound(0.01, 1e4, "USD per GPU-hour, which divides: from a cent to 10^4 (rentals run "
+                                                   "0.3 to 10)"),
+    (ApiEndpoint, "price_input_per_mtok_usd"): _USD_PER_MTOK,
+    (ApiEndpoint, "price_cached_input_per_mtok_usd"): _USD_PER_MTOK,
+    (ApiEndpoint, "price_output_per_mtok_usd"): _USD_PER_MTOK,
+    (ApiEndpoint, "ttft_s"): Bound(1e-6, 1e4, "seconds to a first token: from a microsecond to ~3 hours (APIs take "
+                                              "0.1 to 10 s); 0: none", True),
+    (ApiEndpoint, "output_tokens_per_s"): Bound(0.01, 1e6, "tokens a second of one stream, which divides: APIs stream "
+                                                          "10 to 10^3; 10^6 is past any"),
+    (Engine, "iteration_overhead_ms"): _LATENCY_MS,
+    (Engine, "request_overhead_ms"): _LATENCY_MS,
+    (Engine, "layer_latency_us"): _LATENCY_US,
+    (Engine, "moe_layer_latency_us"): _LATENCY_US,
+    (Engine, "moe_tp_layer_latency_us"): _LATENCY_US,
+    (Engine, "moe_ep_layer_latency_us"): _LATENCY_US,
+    (Engine, "allreduce_latency_us"): _LATENCY_US,  # the values of the table
+    (Engine, "alltoall_latency_us"): _LATENCY_US,
+    (Engine, "bandwidth_fraction"): _FRACTION,
+    (Engine, "flops_fraction"): _FRACTION,
+    (Engine, "int4_bandwidth_fraction"): _or_zero(_FRACTION, "bandwidth_fraction's"),
+    (Engine, "max_batched_tokens"): _TOKENS,
+    (Engine, "max_seqs"): Bound(1, 1e6, "sequences one replica runs at once: engines default to 256 to 2,048; 10^6 is "
+                                        "past any KV pool"),
+    (Engine, "memory_utilization"): Bound(0.01, 1.0, "a share of each GPU's memory, so it must be in (0, 1]; under 1% "
+                                                     "holds no model"),
+    (Engine, "reserve_gb"): Bound(1e-3, 1e6, "GB of each GPU kept from the KV pool: from a MB to memory_gb's most; "
+                                             "0: none", True),
+    (ModelSpec, "num_layers"): _LAYERS,
+    (ModelSpec, "hidden_size"): _WIDTH,
+    (ModelSpec, "num_attention_heads"): _HEADS,
+    (ModelSpec, "num_kv_heads"): _or_zero(_HEADS, "no KV cache"),
+    (ModelSpec, "head_dim"): _WIDTH,
+    (ModelSpec, "total_params_b"): _PARAMS_B,
+    (ModelSpec, "active_params_b"): _PARAMS_B,
+    (ModelSpec, "vocab_size"): Bound(1, 1e7, "tokens of a vocabulary: the published have 3*10^4 to 3*10^5; 10^7 is "
+                                             "past any; 0: no embeddings counted", True),
+    (ModelSpec, "kv_layers"): _or_zero(_LAYERS, "none"),
+    (ModelSpec, "kv_lora_rank"): _or_zero(_WIDTH, "no MLA"),
+    (ModelSpec, "qk_rope_head_dim"): _or_zero(_WIDTH, "no MLA"),
+    (ModelSpec, "sliding_layers"): _or_zero(_LAYERS, "none"),
+    (ModelSpec, "sliding_window"): _or_zero(_TOKENS, "no window"),
+    (ModelSpec, "linear_layers"): _or_zero(_LAYERS, "none"),
+    (ModelSpec, "linear_state_elements"): Bound(1, 1e10, "values of one linear layer's recurrent state a sequence: "
+                                                         "Qwen3.5 keeps ~10^6; 10^10 (20 GB in BF16) is past any; 0: "
+                                                         "none", True),
+    (ModelSpec, "num_experts"): _or_zero(_EXPERTS, "a dense model"),
+    (ModelSpec, "experts_per_token"): _or_zero(_EXPERTS, "a dense model"),
+    (ModelSpec, "num_shared_experts"): _or_zero(_EXPERTS, "none"),
+    (ModelSpec, "moe_layers"): _or_zero(_LAYERS, "none"),
 }
+#: The GPU counts an engine's collective-latency tables are keyed by (ASCII digits).
+COLLECTIVE_GPUS = Bound(2, _GPUS.hi, f"a collective spans 2 GPUs or more (one GPU has none); {_GPUS.why}")
+#: How deep a profile's tables and lists may nest (``families.<device>.<field>`` is 2; sources' 1).
+MAX_NESTING = 8
+
+
+def _kind(f) -> str:
+    """A field's annotation, its first word: 'str', 'int', 'float', 'dict', 'tuple[str,', ..."""
+    return str(f.type).split(" ")[0]
 
 
 #: A profile field's annotation (its first word) -> the TOML values it takes, and their name.
@@ -356,10 +480,44 @@ RENAMED_FIELDS = {"hbm_bandwidth_gbps": "hbm_bandwidth_gb_per_s", "interconnect_
                   "internode_bandwidth_gbps": "internode_bandwidth_gb_per_s", "price_per_hour_usd": "usd_per_gpu_hour"}
 
 
+def _key(k) -> str:
+    """A TOML key for a one-line message: bare where it can be, else quoted and shortened."""
+    return k if isinstance(k, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", k) else shown(k)
+
+
+def _iso(v, where: str, depth: int = 0):
+    """``v`` with TOML's bare dates and times, at any depth, as their ISO text (JSON has no date),
+    refused where tables or lists nest past :data:`MAX_NESTING`."""
+    if isinstance(v, (_dt.date, _dt.time)):  # a datetime is a date
+        return v.isoformat()
+    if isinstance(v, (dict, list)) and depth >= MAX_NESTING:
+        raise ProfileError(f"{where} nests tables or lists more than {MAX_NESTING} deep")
+    if isinstance(v, dict):
+        return {k: _iso(x, where, depth + 1) for k, x in v.items()}
+    return [_iso(x, where, depth + 1) for x in v] if isinstance(v, list) else v
+
+
+def _number(cls, name: str, v, origin: str, label: str = ""):
+    """``v`` as the numeric field ``name`` of ``cls``: a number within its :data:`BOUNDS`, whole
+    where the field is an int (then returned as one); else a one-line ProfileError naming
+    ``origin`` and ``label`` (default ``name``)."""
+    label = label or name
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ProfileError(f"{origin}: {label} must be a number, got {shown(v)}")
+    problem = BOUNDS[cls, name].problem(label, v)
+    if problem:
+        raise ProfileError(f"{origin}: {problem}")
+    if _kind(next(f for f in fields(cls) if f.name == name)) == "int":
+        if v != int(v):
+            raise ProfileError(f"{origin}: {label} must be a whole number, got {shown(v)}")
+        return int(v)
+    return v
+
+
 def build(cls, data: dict, origin: str):
     """A profile of ``cls`` from a parsed table, validated (ProfileError, one line naming ``origin``)."""
     known = {f.name for f in fields(cls)}
-    data = dict(data)
+    data = {k: _iso(v, f"{origin}: {_key(k)}") for k, v in data.items()}
     for old, new in RENAMED_FIELDS.items():
         if old in data and new in known:
             if new in data:
@@ -378,37 +536,37 @@ def build(cls, data: dict, origin: str):
         raise ProfileError(f"{origin}: missing field(s) {', '.join(missing)}")
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ProfileError(f"{origin}: unknown field(s) {', '.join(unknown)}")
-    data = dict(data)
-    for f in fields(cls):  # the kinds that are not numbers: a word, names, a table, a flag
-        v, kind = data.get(f.name), str(f.type).split(" ")[0]
-        if kind == "str" and isinstance(v, (_dt.date, _dt.time)):  # TOML's bare date = 2026-08-01
-            v = data[f.name] = v.isoformat()
-        types, want = _FIELD_KINDS.get(kind, (None, ""))
-        if v is not None and types and not (isinstance(v, types) and (
-                kind != "tuple[str," or all(isinstance(x, str) for x in v))):
-            raise ProfileError(f"{origin}: {f.name} must be {want}, got {v!r}")
-    data["aliases"] = tuple(data.get("aliases", ()))
+        raise ProfileError(f"{origin}: unknown field(s) {', '.join(map(_key, unknown))}")
     for f in fields(cls):
-        v = data.get(f.name)
-        numeric = str(f.type).split(" ")[0] in ("float", "int")
-        if v is not None and numeric and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ProfileError(f"{origin}: {f.name} must be a number, got {v!r}")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if not math.isfinite(v) or v < 0:
-                raise ProfileError(f"{origin}: {f.name} must be a finite number >= 0, got {v}")
-            if v == 0 and f.name in _POSITIVE.get(cls, ()):
-                raise ProfileError(f"{origin}: {f.name} must be > 0, got {v}")
-        if isinstance(v, dict) and f.name.endswith("_latency_us"):
+        v, kind = data.get(f.name), _kind(f)
+        if v is None:
+            continue
+        if kind in ("int", "float"):
+            data[f.name] = _number(cls, f.name, v, origin)
+            continue
+        types, want = _FIELD_KINDS.get(kind, (None, ""))  # a word, names, a table, a flag
+        if types and not (isinstance(v, types) and (kind != "tuple[str," or all(isinstance(x, str) for x in v))):
+            raise ProfileError(f"{origin}: {f.name} must be {want}, got {shown(v)}")
+        if cls is Engine and f.name.endswith("_latency_us"):  # GPU count -> µs
             for k, x in v.items():
-                if not (str(k).isdigit() and int(k) >= 2 and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
-                    raise ProfileError(f"{origin}: {f.name} maps GPU counts >= 2 to microseconds >= 0, got {k!r} = {x!r}")
+                n = str(k)
+                if not (re.fullmatch(r"[0-9]{1,6}", n) and COLLECTIVE_GPUS.lo <= int(n) <= COLLECTIVE_GPUS.hi):
+                    raise ProfileError(f"{origin}: {f.name} maps GPU counts >= 2 (ASCII digits, at most "
+                                       f"{COLLECTIVE_GPUS.hi:g}) to microseconds, got the key {shown(k)}")
+                v[k] = _number(cls, f.name, x, origin, f'{f.name}."{n}"')
+        if cls is Engine and f.name == "families":
+            for fam, over in v.items():
+                if not isinstance(over, dict) or not over or not set(over) <= set(PER_DEVICE):
+                    raise ProfileError(f"{origin}: [families.{_key(fam)}] (a device family, {', '.join(FAMILIES)}, "
+                                       f"or a device profile name) sets some of {', '.join(PER_DEVICE)}")
+                for k, x in over.items():
+                    over[k] = _number(cls, k, x, origin, f"[families.{_key(fam)}] {k}")
+    data["aliases"] = tuple(data.get("aliases", ()))
     obj = cls(**data)
+    problem = _model_problem(obj) if isinstance(obj, ModelSpec) else ""
+    if problem:
+        raise ProfileError(f"{origin}: {problem}")
     if isinstance(obj, ModelSpec):
-        if obj.active_params_b > obj.total_params_b:
-            raise ProfileError(f"{origin}: active_params_b exceeds total_params_b")
-        if obj.is_moe and obj.experts_per_token >= obj.num_experts:
-            raise ProfileError(f"{origin}: experts_per_token must be below num_experts")
         for k in ("default_dtype", "expert_dtype"):
             if getattr(obj, k) and getattr(obj, k) not in DTYPE_BYTES:
                 raise ProfileError(f"{origin}: {k} must be one of {', '.join(DTYPE_BYTES)}")
@@ -418,24 +576,39 @@ def build(cls, data: dict, origin: str):
         try:
             _dt.date.fromisoformat(obj.price_date if len(obj.price_date) == 10 else obj.price_date + "-01")
         except ValueError:
-            raise ProfileError(f"{origin}: price_date must be YYYY-MM-DD or YYYY-MM, got {obj.price_date!r}") from None
-    if isinstance(obj, Engine):
-        for fam, over in obj.families.items():
-            if not isinstance(over, dict) or not over or not set(over) <= set(PER_DEVICE):
-                raise ProfileError(f"{origin}: [families.{fam}] (a device family, {', '.join(FAMILIES)}, or a device "
-                                   f"profile name) sets some of {', '.join(PER_DEVICE)}")
-            for k, x in over.items():
-                number = isinstance(x, (int, float)) and not isinstance(x, bool)
-                ok, want = ((number and 0 < x <= 1, "in (0, 1]") if k.endswith("_fraction")
-                            else (number and x >= 0, "a number of GB >= 0") if k == "reserve_gb"
-                            else (isinstance(x, int) and not isinstance(x, bool) and x >= 1, "a whole number >= 1"))
-                if not ok:
-                    raise ProfileError(f"{origin}: [families.{fam}] {k} must be {want}")
-        if obj.memory_rule not in MEMORY_RULES:
-            raise ProfileError(f"{origin}: memory_rule must be one of {', '.join(map(repr, MEMORY_RULES))}")
-        if not (obj.bandwidth_fraction <= 1 and obj.flops_fraction <= 1 and 0 < obj.memory_utilization <= 1):
-            raise ProfileError(f"{origin}: bandwidth_fraction, flops_fraction and memory_utilization must be in (0, 1]")
+            raise ProfileError(f"{origin}: price_date must be YYYY-MM-DD or YYYY-MM, got {shown(obj.price_date)}") from None
+    if isinstance(obj, Engine) and obj.memory_rule not in MEMORY_RULES:
+        raise ProfileError(f"{origin}: memory_rule must be one of {', '.join(map(repr, MEMORY_RULES))}")
     return obj
+
+
+def _model_problem(m: ModelSpec) -> str:
+    """'' if a model's fields agree with one another, else what does not (one line): parts
+    that cannot exceed their whole, and what divides."""
+    if m.active_params_b > m.total_params_b:
+        return "active_params_b exceeds total_params_b"
+    if m.num_kv_heads > m.num_attention_heads:
+        return f"num_kv_heads ({m.num_kv_heads}) must be at most num_attention_heads ({m.num_attention_heads})"
+    kv = f" + kv_layers ({m.kv_layers})" if m.kv_layers is not None else ""
+    if m.n_kv_layers < 0 or m.n_kv_layers + m.sliding_layers + m.linear_layers > m.num_layers:
+        return (f"sliding_layers ({m.sliding_layers}) + linear_layers ({m.linear_layers}){kv} must be at most num_layers "
+                f"({m.num_layers})")
+    if m.n_moe_layers > m.num_layers:
+        return f"moe_layers ({m.moe_layers}) must be at most num_layers ({m.num_layers})"
+    if m.is_moe and m.experts_per_token >= m.num_experts:
+        return "experts_per_token must be below num_experts"
+    if m.is_moe and m.n_moe_layers < 1:
+        return ("moe_layers must be >= 1 where num_experts and experts_per_token are set (the routed experts live in "
+                "those layers); a dense model has num_experts = 0")
+    if m.head_params > m.always_active_params:  # else the bytes an iteration reads come out negative
+        tied = "once: tie_word_embeddings" if m.tie_word_embeddings else "twice: not tied"
+        touched = ("active_params_b less its experts_per_token routed experts in each of moe_layers layers, "
+                   "(total_params_b - active_params_b) / (moe_layers x (num_experts - experts_per_token)) parameters "
+                   "each" if m.is_moe else "active_params_b")
+        return (f"the embeddings and head, vocab_size ({m.vocab_size}) x hidden_size ({m.hidden_size}) {tied}, "
+                f"{m.head_params / 1e9:.4g} B parameters, exceed the {m.always_active_params / 1e9:.4g} B every token "
+                f"touches ({touched})")
+    return ""
 
 
 def slug(name: str) -> str:
