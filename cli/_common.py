@@ -262,6 +262,14 @@ def target_missed(line: str):
     raise typer.Exit(TARGET_MISSED)
 
 
+def shown(text) -> str:
+    """Text from outside (a trace's task ids, field and tool names, a server's words, a file's
+    values) as it may be printed: every control character, newlines included, as an escape, so
+    that it can forge no line (a fake ``costsim: error:``) and send no terminal escape."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def warn(line: str) -> None:
-    """Say ``line`` on stderr as a warning (an API call's ``on_warning``)."""
-    print(f"costsim: warning: {line}", file=sys.stderr)
+    """Say ``line`` on stderr as a warning (an API call's ``on_warning``), on one line."""
+    print(f"costsim: warning: {shown(line)}", file=sys.stderr)

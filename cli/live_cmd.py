@@ -11,7 +11,7 @@ import typer
 
 from costsim.config import LIVE, WORKLOAD
 
-from ._common import Progress, UserError, atomic_write, check_output, dumps, with_options, user_errors
+from ._common import Progress, UserError, atomic_write, check_output, dumps, shown, with_options, user_errors
 
 _SHAPE_HELP = (f"tokens; default {WORKLOAD.step_tokens:g}/{WORKLOAD.obs_tokens:g}/{WORKLOAD.verdict_tokens:g} for remote "
                f"endpoints (predict's defaults), {LIVE.local_step_tokens}/{LIVE.local_obs_tokens}/"
@@ -82,7 +82,7 @@ def render_calibration(res, output) -> str:
     lines.append("Per-endpoint fit  t = overhead + prefill·P + decode·(N-1)   (weighted least squares on per-shape medians, 95% CI)")
     for role in ("weak", "strong"):
         f = res["fits"][role]
-        lines.append(f"  {role:6s} {res['urls'][role]}  model {res['models'][role]}")
+        lines.append(f"  {role:6s} {shown(res['urls'][role])}  model {shown(res['models'][role])}")
         lines.append(f"         prefill {f.prefill_s_per_token * 1e3:.4g} ms/token {_ci([x * 1e3 for x in f.ci95['prefill_s_per_token']])}"
                      f"   decode {f.decode_s_per_token * 1e3:.4g} ms/token {_ci([x * 1e3 for x in f.ci95['decode_s_per_token']])}"
                      f"   overhead {f.overhead_s * 1e3:.4g} ms {_ci([x * 1e3 for x in f.ci95['overhead_s']])}")

@@ -22,7 +22,7 @@ from . import roofline_cmd as _roofline
 from . import simulate_cmd as _simulate
 from . import sweep_cmd as _sweep
 from . import traces_cmd as _traces
-from ._common import UserError
+from ._common import UserError, shown, warn
 
 app = typer.Typer(
     name="costsim",
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # A warning meant for the user (a deprecated profile field) is one line, as an error is: no
     # source line, no file of costsim's.
-    warnings.showwarning = lambda message, *a, **k: print(f"costsim: warning: {message}", file=sys.stderr)
+    warnings.showwarning = lambda message, *a, **k: warn(str(message))
     # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=latin-1 and a '≈')
     # shows a replacement for it rather than failing.
     for stream in (sys.stdout, sys.stderr):
@@ -110,15 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         if not e.format_message():  # a group called alone: click has printed its help already
             return 2
         hint = f" (see 'costsim {e.ctx.command_path.partition(' ')[2]} --help')".replace("  ", " ") if e.ctx else ""
-        print(f"costsim: error: {e.format_message()}{hint}", file=sys.stderr)
+        print(f"costsim: error: {shown(e.format_message())}{hint}", file=sys.stderr)
         return 2
     except (UserError, *INPUT_ERRORS) as e:
-        print(f"costsim: error: {e}", file=sys.stderr)
+        print(f"costsim: error: {shown(e)}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, click.Abort):
         return _interrupted()
     except click.ClickException as e:
-        print(f"costsim: error: {e.format_message()}", file=sys.stderr)
+        print(f"costsim: error: {shown(e.format_message())}", file=sys.stderr)
         return e.exit_code
     if rv == 130:  # Typer turns Ctrl-C into Exit(130), which click hands back as the return value
         return _interrupted()

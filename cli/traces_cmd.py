@@ -13,7 +13,7 @@ import typer
 from costsim.config import WORKLOAD
 from costsim.api import IMPORTERS
 
-from ._common import UserError, atomic_write, check_output, dumps, user_errors, warn
+from ._common import UserError, atomic_write, check_output, dumps, shown, user_errors, warn
 
 traces_app = typer.Typer(help="Trajectories: import agent logs, list shipped traces, statistics.",
                          no_args_is_help=True)
@@ -51,7 +51,7 @@ def _import_summary(res, src, out) -> str:
     defaulted = dict(sorted(result.defaulted_tools.items()))
     n_def = sum(defaulted.values())
     if n_def:
-        names = ", ".join(f"{k} ({v})" for k, v in defaulted.items())
+        names = ", ".join(f"{shown(k)} ({v})" for k, v in defaulted.items())
         lines.append(f"  {n_def} tool-call steps of {len(defaulted)} unknown tools defaulted to write (held): {names}")
     else:
         lines.append("  every tool found in the tool table (none defaulted to write)")
@@ -92,14 +92,14 @@ def _n(x, fmt=",.0f"):
 
 def _print_stats(name: str, s: dict, per_task: bool):
     k = s["kinds"]
-    print(f"{name}: {s['tasks']} tasks, {s['steps']} steps in {s['calls']} model calls (K={s['K']} calls, "
+    print(f"{shown(name)}: {s['tasks']} tasks, {s['steps']} steps in {s['calls']} model calls (K={s['K']} calls, "
           f"chunking {s['chunking']})")
     print("  steps by kind   " + "  ".join(f"{x} {k[x]}" for x in _KINDS))
     t = s["tokens"]
     print(f"  tokens          prompt {_n(t['prompt'])}  completion {_n(t['completion'])}  "
           f"observation {_n(t['observation'])}")
     if s["estimated_fraction"]:
-        print("  estimated       " + ", ".join(f"{f} {v:.0%} of steps" for f, v in s["estimated_fraction"].items()))
+        print("  estimated       " + ", ".join(f"{shown(f)} {v:.0%} of steps" for f, v in s["estimated_fraction"].items()))
     print(f"  context         first {_n(s['mean_context_first'])}  last {_n(s['mean_context_last'])}  "
           f"growth {_n(s['mean_context_growth_per_step'], ',.1f')} tokens/step (means over tasks)")
     c = s["chunk_lengths"]
@@ -113,7 +113,7 @@ def _print_stats(name: str, s: dict, per_task: bool):
     print(f"  reviews/task    mean {_n(r['mean'], '.2f')} (min {r['min']}, max {r['max']}); "
           f"{_n(s['calls_per_review'], '.1f')} committed model calls per review, every draft accepted")
     for m, v in s["models"].items():
-        print(f"  model {m}: {v['steps']} steps, {v['output_tokens']:,} output tokens"
+        print(f"  model {shown(m)}: {v['steps']} steps, {v['output_tokens']:,} output tokens"
               + (f", {v['timed_steps']} timed: {v['mean_duration_s']:.2f} s/step, "
                  f"{_n(v['output_tokens_per_s'], '.1f')} output tokens/s" if v["timed_steps"] else ""))
     tl = s.get("tool_latency")
@@ -130,7 +130,7 @@ def _print_stats(name: str, s: dict, per_task: bool):
         for row in s["per_task"]:
             kk = row["kinds"]
             tt = row["tokens"]
-            print(f"  {row['task_id'][:13]:<14}{row['steps']:>6}{kk['read']:>6}{kk['write']:>6}"
+            print(f"  {shown(row['task_id'])[:13]:<14}{row['steps']:>6}{kk['read']:>6}{kk['write']:>6}"
                   f"{kk['respond']:>6}{kk['final']:>6}{tt['prompt']:>10}{tt['completion']:>8}"
                   f"{tt['observation']:>8}{_n(row['context_first'], 'd'):>10}{_n(row['context_last'], 'd'):>10}"
                   f"{row['chunks']:>7}{row['reviews']:>8}")

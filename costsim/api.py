@@ -17,6 +17,7 @@ when a function first needs them, not when this module is imported.
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from collections.abc import Mapping
 
@@ -35,15 +36,18 @@ __all__ = ["INPUT_ERRORS", "write_atomic"]
 
 def to_jsonable(obj):
     """``obj`` as JSON takes it: numpy scalars and arrays as Python values, tuples as lists,
-    non-finite floats as None (JSON has no inf or nan)."""
+    non-finite floats as None (JSON has no inf or nan), a date or time (TOML has them, and a
+    user's file may hold one anywhere) as its ISO text, keys as text."""
     if hasattr(obj, "tolist"):
         obj = obj.tolist()
     if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
+        return {k if isinstance(k, str) else str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
+    if isinstance(obj, (_dt.date, _dt.time)):  # datetime is a date
+        return obj.isoformat()
     return obj
 
 

@@ -248,9 +248,10 @@ MAX_CALL_TOKENS = 1e6
 #: The dearest GPU-hour a price may be, USD: on-demand list prices run to about $10 (a B200),
 #: so 10^4 refuses a typo (1e308 recommended "USD inf") and no real price.
 MAX_USD_PER_GPU_HOUR = 1e4
-#: The most replicas of one pool a scenario may simulate: past any fleet one simulation can hold
-#: in memory (`--strong-replicas 1e9` hung, then ran out of memory); capacity and plan scale cells.
-MAX_REPLICAS = 10_000
+#: The most replicas of one pool a scenario may simulate: capacity's and plan's uncontended runs
+#: give each of their (at most 10^5) tasks a replica; past that a fleet is sized cell by cell
+#: (`--strong-replicas 1e9` hung, then ran out of memory).
+MAX_REPLICAS = 100_000
 
 
 def check_price(name: str, usd) -> float:

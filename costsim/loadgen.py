@@ -31,6 +31,9 @@ RANDOM_DEFAULT_TOKENS = (COMMANDS.bench_input_tokens, COMMANDS.bench_output_toke
 SHAREGPT_MEAN_TOKENS = (227.6, 203.3)
 
 
+#: The most requests one benchmark may send (a run of 10^6 requests is days of a real server's time).
+MAX_PROMPTS = 10**6
+
 @dataclass(frozen=True)
 class Load:
     """One benchmark's load, in ``vllm bench serve``'s terms.
@@ -66,8 +69,8 @@ class Load:
     seed: int = 0
 
     def __post_init__(self):
-        if isinstance(self.num_prompts, bool) or not isinstance(self.num_prompts, int) or not 1 <= self.num_prompts <= 10**6:
-            raise ValueError(f"num_prompts must be a whole number from 1 to 1,000,000, got {self.num_prompts!r}")
+        if isinstance(self.num_prompts, bool) or not isinstance(self.num_prompts, int) or not 1 <= self.num_prompts <= MAX_PROMPTS:
+            raise ValueError(f"num_prompts must be a whole number from 1 to {MAX_PROMPTS:,}, got {self.num_prompts!r}")
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
         for name, low in (("input_len", 0), ("output_len", 1)):

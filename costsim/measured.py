@@ -130,7 +130,9 @@ def load_cases(path: str | Path | None = None, **context) -> list[Case]:
     names = {f.name for f in fields(Case)}
     out, seen = [], set()
     for i, row in enumerate(rows, 1):
-        where = f"{path}: case {i} ({row.get('id', '?')})"
+        if not isinstance(row, dict):
+            raise ProfileError(f"{path}: case {i} is not a table ([[case]]), got {row!r:.40}")
+        where = f"{path}: case {i} ({str(row.get('id', '?'))[:40]})"
         unknown = set(row) - names
         if unknown:
             raise ProfileError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -166,6 +168,8 @@ def _check(c: Case, where: str) -> None:
     for k, v in nums.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < (0 if k == "input_len" else 1e-12):
             raise ProfileError(f"{where}: {k} must be a finite number > 0, got {v!r}")
+    if c.value > MAX_FIGURE:
+        raise ProfileError(f"{where}: value must be at most {MAX_FIGURE:g} (ms, tokens/s or requests/s), got {c.value!r}")
     if c.scenario in UNDER_LOAD:
         if (c.metric in LATENCY_METRICS) != (c.statistic in STATISTICS):
             raise ProfileError(f"{where}: a latency under load needs a statistic ({', '.join(STATISTICS)}); "
@@ -216,6 +220,11 @@ METADATA = {"gpus": ("tp", "tensor_parallel_size", "tp_size", "gpus", "num_gpus"
             "weight_dtype": ("dtype", "weight_dtype", "quantization")}
 
 
+#: The largest figure a case may hold, in its unit (ms, tokens/s, requests/s): a day in ms is
+#: 8.6e7, and no server streams 10^9 tokens/s; past it a figure is a corrupt file.
+MAX_FIGURE = 1e9
+
+
 def _bench_serve_cases(path: Path, text: str, ctx: dict) -> list[Case]:
     """The cases of the benchmark results in a file: one ``vllm bench serve --save-result``
     JSON, ``--append-result`` lines (one JSON object a line), a ``vllm bench sweep`` summary
@@ -227,6 +236,10 @@ def _bench_serve_cases(path: Path, text: str, ctx: dict) -> list[Case]:
         where = f"{path}" + (f": result {n}" if len(results) > 1 else "")
         if not isinstance(r, dict) or not _num(r.get("completed")):
             raise ProfileError(f"{where}: not a `vllm bench serve` result (no 'completed' requests)")
+        done = _num(r["completed"])  # a count: not inf, not a fraction (it sized a list)
+        if not (math.isfinite(done) and done == int(done) and 1 <= done <= loadgen.MAX_PROMPTS):
+            raise ProfileError(f"{where}: completed must be a whole number of requests in [1, {loadgen.MAX_PROMPTS:,}], "
+                               f"got {r['completed']!r:.40}")
         out.extend(_result_cases(path, where, n if len(results) > 1 else 0, r, ctx))
     if not out:
         raise ProfileError(f"{path}: no {', '.join(k for k, _, _ in RESULT_KEYS[:3])}, ... or output_throughput in it")

@@ -277,7 +277,14 @@ def test_a_terminal_that_cannot_encode_a_character_gets_a_replacement_not_a_trac
     (["capacity", "--task-rate", "0.5", "--strong-price", "inf"], "--strong-price must be a price in [0, 10000] USD"),
     # before 2026-12-02: plan recommended "USD inf"; 10^9 replicas hung, then ran out of memory
     (["plan", "--task-rate", "1/s", "--price", "h20=1e308"], "--price h20 must be a price in [0, 10000] USD"),
-    (["simulate", "--tasks", "2", "--strong-replicas", "1000000000"], "--weak-replicas must be at most 10,000"),
+    (["simulate", "--tasks", "2", "--strong-replicas", "1000000000"], "--weak-replicas must be at most 100,000"),
+    # calibrate's sizes, refused before any request (a plan of 10^9 probes, a 10^11-token prompt)
+    (["calibrate", "--repeats", "1000000000", "--weak-url", "http://127.0.0.1:9", "--strong-url", "http://127.0.0.1:9"],
+     "--repeats must be an integer in [1, 100]"),
+    (["calibrate", "--K", "100000", "--weak-url", "http://127.0.0.1:9", "--strong-url", "http://127.0.0.1:9"],
+     "--K must be an integer in [1, 1,024]"),
+    (["calibrate", "--max-prompt-tokens", "100000000000", "--weak-url", "http://127.0.0.1:9", "--strong-url",
+      "http://127.0.0.1:9"], "--max-prompt-tokens must be an integer in [1, 1,000,000]"),
 ])
 def test_sizes_past_any_deployment_are_one_line_errors(argv, said, capsys):
     from costsim.cli.main import main
@@ -298,3 +305,37 @@ def test_recorded_verdicts_on_a_trace_without_any_are_warned_of(capsys):
     code, out, err = run(["replay", "tau2-airline", "--verdicts", "recorded", "--protocols", "specagent", "-q",
                           "--json"], capsys)
     assert code == 0 and "no step of tau2-airline records a verdict" in err
+
+
+def test_text_from_a_trace_is_printed_escaped_never_as_lines_or_terminal_escapes(tmp_path, capsys):
+    """Before 2026-12-02 a task id or field name holding a newline forged a `costsim: error:`
+    line, and an escape sequence cleared the screen."""
+    import json
+
+    from costsim.traces.jsonl import dumps_jsonl
+    from costsim.traces.schema import Step, Task
+
+    forged = "t1\ncostsim: error: forged\x1b[2J"
+    step = {"kind": "read", "output_tokens": 10, "observation_tokens": 5, "context_tokens": 100}
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(dumps_jsonl([Task(forged, (Step(**step),))]))
+    code, out, err = run(["traces", "stats", str(trace), "--per-task"], capsys)
+    assert code == 0 and "\x1b" not in out and not any(ln.startswith("costsim: error") for ln in out.splitlines())
+    assert "t1\\ncostsim" in out  # the newline shown as an escape (the column holds 13 characters)
+    bad = tmp_path / "bad.jsonl"
+    lines = trace.read_text().splitlines()
+    bad.write_text("\n".join([lines[0], lines[1].replace('"read"', json.dumps("evil\nkind\x1b[2J"))]) + "\n")
+    code, out, err = run(["traces", "stats", str(bad), "--strict"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "\x1b" not in err and "evil\\nkind" in err
+
+
+def test_a_toml_date_anywhere_in_a_users_file_reaches_json_as_text(tmp_path, capsys):
+    """Before 2026-12-02 a TOML date (`K = 2026-01-01`) in a calibration file reached json.dumps:
+    a TypeError traceback."""
+    import json
+
+    cal = tmp_path / "c.toml"
+    cal.write_text('[calibration]\nsource = 2026-01-01\n[ratios]\nkappa = 0.5\nv_over_d = 0.1\nrho = 1.0\n'
+                   '[workload]\nK = 2026-01-01\nwhen = 12:30:00\n')
+    code, out, err = run(["predict", "-p", "0.8", "--calibration", str(cal), "--json"], capsys)
+    assert code == 0 and "2026-01-01" in json.dumps(json.loads(out))

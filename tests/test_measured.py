@@ -5,6 +5,8 @@ import json
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from costsim import measured as v
 from costsim.profiles import ProfileError, load_engine
@@ -245,3 +247,43 @@ def test_an_engine_has_a_parameter_of_its_own_only_with_runs_to_fit_it(cases):
     # Off the devices with a fraction of their own, an engine's bandwidth fraction acts.
     on_ada = [replace(c, device="rtx-4090") for c in many]
     assert ("vllm", "bandwidth_fraction") not in v.fit_parameters(on_ada)
+
+
+# --- bench result files and validation TOML from anywhere (issue 31) ---------------------------
+
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**30), st.floats(allow_nan=True, allow_infinity=True),
+                 st.text(max_size=8), st.sampled_from(["inf", "Infinity", "nan", "1e308", "-1", "abc"]),
+                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_KEYS = ["completed", "total_input_tokens", "total_output_tokens", "request_rate", "max_concurrency", "burstiness",
+         "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "output_throughput", "request_throughput", "label", "date"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(result=st.dictionaries(st.sampled_from(_KEYS), _ANY, max_size=len(_KEYS)), as_list=st.booleans())
+def test_a_bench_result_file_of_any_content_gives_sane_cases_or_one_line(tmp_path_factory, result, as_list):
+    """Before 2026-12-02 a result's fields were used unchecked: "completed": Infinity raised
+    OverflowError, and a TTFT of 1e308 ms became a case."""
+    import json
+
+    from costsim.measured import MAX_FIGURE, load_cases
+    from costsim.profiles import ProfileError
+
+    p = tmp_path_factory.mktemp("r") / "result.json"
+    p.write_text(json.dumps([result] if as_list else result))
+    try:
+        cases = load_cases(p, model="llama-3.1-8b", device="h100")
+    except ProfileError as e:
+        assert "\n" not in str(e)
+        return
+    assert cases and all(0 < c.value <= MAX_FIGURE and c.num_prompts >= 1 for c in cases)
+
+
+@pytest.mark.parametrize("text", ["case = [1]", "case = [[1]]", 'case = ["x"]', "case = [{}]"])
+def test_a_validation_case_that_is_not_a_table_is_one_line(tmp_path, text):
+    from costsim.measured import load_cases
+    from costsim.profiles import ProfileError
+
+    p = tmp_path / "v.toml"
+    p.write_text(text)
+    with pytest.raises(ProfileError, match=r"case 1 "):
+        load_cases(p)

@@ -21,6 +21,14 @@ import random
 from dataclasses import asdict, dataclass
 
 from ..config import LIVE, WORKLOAD
+from ..formulas import MAX_K
+
+#: The longest prompt or output a probe may ask for, in tokens: past the context of any served
+#: model (10^6 tokens); an unbounded one sized a request, and a plan, without end.
+MAX_PROBE_TOKENS = 10**6
+#: The most probes per shape: the fit takes each shape's median, which 100 repeats pin down;
+#: more only keep the endpoints busy.
+MAX_REPEATS = 100
 
 ROLES = ("weak", "strong")
 
@@ -37,14 +45,15 @@ class CallShapes:
     repair_tokens: int | None = None  # fused replacement step; default d
 
     def __post_init__(self):
-        for k in ("step_tokens", "obs_tokens", "verdict_tokens", "K"):
+        for k in ("step_tokens", "obs_tokens", "verdict_tokens", "K", "chunk_tokens", "repair_tokens"):
             v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"--{k.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        for k in ("chunk_tokens", "repair_tokens"):
-            v = getattr(self, k)
-            if v is not None and (not isinstance(v, int) or v < (1 if k == "chunk_tokens" else 0)):
-                raise ValueError(f"--{k.replace('_', '-')} must be an integer >= 1, got {v!r}")
+            lo, hi = (0 if k == "repair_tokens" else 1), (MAX_K if k == "K" else MAX_PROBE_TOKENS)
+            if (v is not None or k in ("step_tokens", "obs_tokens", "verdict_tokens", "K")) and (
+                    isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi):
+                raise ValueError(f"--{k.replace('_', '-')} must be an integer in [{lo}, {hi:,}], got {v!r}")
+        if self.chunk > MAX_PROBE_TOKENS:
+            raise ValueError(f"the chunk K (d + o) = {self.chunk:,} tokens is past {MAX_PROBE_TOKENS:,}: "
+                             "a smaller --K, --step-tokens or --obs-tokens")
 
     @property
     def chunk(self) -> int:
@@ -115,8 +124,11 @@ def _levels(lo: int, hi: int, n: int, must=()) -> list[int]:
 def make_probes(w: CallShapes, repeats: int = LIVE.repeats, seed: int = 0, max_prompt_tokens: int | None = None,
               max_output_tokens: int | None = None, levels: int = 5) -> list[Probe]:
     """The calibration plan for workload ``w`` on both endpoints, shuffled with ``seed``."""
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(f"--repeats must be an integer in [1, {MAX_REPEATS}], got {repeats!r}")
+    for flag, v in (("--max-prompt-tokens", max_prompt_tokens), ("--max-output-tokens", max_output_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PROBE_TOKENS):
+            raise ValueError(f"{flag} must be an integer in [1, {MAX_PROBE_TOKENS:,}], got {v!r}")
     chunk = w.chunk
     pmax = max_prompt_tokens or chunk
     omax = max_output_tokens or max(2 * w.step_tokens, w.verdict_tokens + w.repair)
