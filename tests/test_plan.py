@@ -420,3 +420,27 @@ def test_predict_plan_and_capacity_give_one_verdict_for_one_deployment_at_one_ba
 
     assert got == pytest.approx(P.specagent_payoff_of(base, op, generate(40)).to_dict())
     assert specagent_payoff(base.strong, base.weak, 0.8, 6, d, o, 24, 1.0, ctx, 8, 8).L == pytest.approx(planned["L_time"])
+
+
+def test_plan_state_pieces_of_the_wrong_shape_are_computed_again_and_one_plan_writes_a_state_at_a_time(tmp_path, capsys):
+    """Before 2026-12-02 a piece that unpickled to the wrong shape raised a traceback, and two
+    plans could write one state folder at once."""
+    import pickle
+
+    from costsim.files import exclusive
+
+    st = tmp_path / "st"
+    argv = ["plan", "--task-rate", "1/s", "--latency-p95", "90s", "--devices", "b200", "--K", "6", "--tasks", "40",
+            "--confirm", "1", "-q", "--json", "--state", str(st)]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    pieces = sorted(st.glob("*.pkl"))
+    assert {p.name.split("-")[0] for p in pieces} == {"screen", "confirm"}
+    for p, junk in zip(pieces, ("a string", [1, 2], {"x": 1}, None) * len(pieces)):
+        p.write_bytes(pickle.dumps(junk))
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["resumed"]["pieces"] == 0 and again["recommended"] == first["recommended"]
+    with exclusive(st, "plan"):
+        assert main(argv) == 2
+    assert "another plan" in capsys.readouterr().err
