@@ -264,3 +264,24 @@ def test_a_grid_value_of_any_kind_is_a_cell_or_a_one_line_error(key, value, wher
         sweep.cells(data)
     except ValueError as e:
         assert "\n" not in str(e)
+
+
+def test_ctrl_c_on_a_dask_sweep_is_one_line_not_the_workers_warnings(tmp_path):
+    """Before 2026-12-02 the worker processes' own loggers printed their cancelled tasks
+    ("distributed.worker.state_machine - WARNING ...") before costsim's one line."""
+    import signal
+    import time
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('[base]\nsynthetic_tasks = 400000\nprotocols = ["strong-only", "specagent"]\n[grid]\np = [0.5, 0.6]\n')
+
+    def sigint_delivered():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    p = subprocess.Popen([costsim_exe(), "sweep", str(grid), "-o", str(tmp_path / "t.parquet"), "--workers", "2", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_delivered)
+    time.sleep(8)  # the local cluster is up and the cells are running
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == "costsim: interrupted\n", err
