@@ -570,7 +570,7 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(cmd, tmp_path, capsys):
     (["calibrate", "--weak-url", "http://x"], "both --weak-url and --strong-url"),
     (["calibrate", "--local", "--weak-url", "http://x"], "either --local or --weak-url/--strong-url"),
     (["validate", "--p-accept", "1.5", "--local"], "--p-accept must be in [0, 1]"),
-    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--step-tokens", "0"], "--step-tokens must be an integer >= 1"),
+    (["calibrate", "--weak-url", "a", "--strong-url", "b", "--step-tokens", "0"], "--step-tokens must be an integer in [1, 1,000,000]"),
     (["validate", "--p-accept", "0.5", "--weak-url", "a", "--strong-url", "b", "--calibration", "/nonexistent.toml"],
      "no such calibration file"),
     (["calibrate", "--weak-url", "a", "--strong-url", "b", "--max-prompt-tokens", "-5"], "--max-prompt-tokens must be >= 1"),

@@ -37,6 +37,62 @@ class CalibrationRunError(RuntimeError):
     """A run that could not finish; one line, and the probes so far are saved."""
 
 
+#: A saved probe's fields and what each holds ("?": or null, not reported): what the fits and
+#: the analysis read from a row, so that a row of any other shape is refused before they do.
+_ROW_FIELDS = {"id": "text", "role": "text", "kind": "text", "shape_prompt": "count", "shape_output": "count",
+               "prompt_tokens": "count", "completion_tokens": "count", "requested_tokens": "count",
+               "wall_s": "seconds", "ttft_s": "seconds?", "finish_reason": "text?", "cached_tokens": "count?",
+               "server_prompt_s": "seconds?", "server_decode_s": "seconds?", "attempts": "count"}
+_FIELD_KINDS = {
+    "text": ("text", lambda v: isinstance(v, str)),
+    "count": ("a count >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "seconds": ("a number of seconds >= 0", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                and math.isfinite(v) and v >= 0),
+}
+
+
+def _row_problem(i: int, row, plan_roles: dict, seen: set) -> str | None:
+    """What makes ``row`` (the i-th) not a probe of this plan, or None."""
+    if not isinstance(row, dict):
+        return f"row {i} is not an object"
+    for k, spec in _ROW_FIELDS.items():
+        if k not in row:
+            return f"row {i} has no {k}"
+        what, ok = _FIELD_KINDS[spec.rstrip("?")]
+        if not (ok(row[k]) or (row[k] is None and spec.endswith("?"))):
+            return f"row {i}: {k} is not {what}"
+    if plan_roles.get(row["id"]) != row["role"] or row["id"] in seen:
+        return f"row {i} is not a probe of this run's plan, or repeats one"
+    seen.add(row["id"])
+    return None
+
+
+def load_probes(path: Path, header: dict, plan_roles: dict) -> list:
+    """The rows of a probes file this run may go on from. CalibrationRunError (one line) for a
+    file that is not one costsim wrote (hand-edited, cut short, another program's) or that is
+    for other endpoints or options: the fits would otherwise meet a row they cannot read."""
+    def refuse(why):
+        return CalibrationRunError(f"{path}: not a probes file costsim wrote ({why}); remove it or run without --resume")
+
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CalibrationRunError(f"{path}: cannot resume from it ({e.strerror or type(e).__name__})") from None
+    except (ValueError, RecursionError):
+        raise refuse("not JSON") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict) or not isinstance(saved.get("rows"), list):
+        raise refuse("not an object with a header and a list of rows")
+    if saved["header"] != header:
+        raise CalibrationRunError(f"{path}: saved probes are for other endpoints or options; "
+                                  "run without --resume to start over")
+    seen = set()
+    for i, row in enumerate(saved["rows"], 1):
+        why = _row_problem(i, row, plan_roles, seen)
+        if why:
+            raise refuse(why)
+    return saved["rows"]
+
+
 @dataclass
 class Run:
     """State of a calibration run: the plan, the rows measured so far, where they are kept."""
@@ -95,14 +151,7 @@ def run_calibration(weak: Endpoint, strong: Endpoint, w: CallShapes, *, repeats=
                  {"weak_url": weak.url, "strong_url": strong.url})}
     run = Run(plan, header, probes_path=Path(probes_path) if probes_path else None)
     if resume and run.probes_path is not None and run.probes_path.exists():
-        try:
-            saved = json.loads(run.probes_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CalibrationRunError(f"{run.probes_path}: cannot resume from it ({e})") from None
-        if saved.get("header") != header:
-            raise CalibrationRunError(f"{run.probes_path}: saved probes are for other endpoints or options; "
-                                      "run without --resume to start over")
-        run.rows = list(saved.get("rows", []))
+        run.rows = load_probes(run.probes_path, header, {p.id: p.role for p in plan})
     rng = random.Random()  # fresh prefixes: not seeded, so no two runs share a prompt
     snap_before, calls = {}, {"weak": 0, "strong": 0}
     forced, notes = {}, []

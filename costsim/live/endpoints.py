@@ -19,14 +19,13 @@ def open_endpoints(weak, strong, local, key_envs, timeout, retries, model_dir=No
     servers stopped, on SIGTERM too) on the way out. ``key_envs``: (weak, strong) environment
     variables of the API keys (None: no key). ValueError (one line) for a bad combination or a
     local server that does not start."""
-    from .client import Endpoint
+    from .client import Endpoint, check_limits
 
     if local and (weak or strong):
         raise ValueError("give either --local or --weak-url/--strong-url, not both")
     if not local and not (weak and strong):
         raise ValueError("both --weak-url and --strong-url are needed (or --local)")
-    if not 0 < timeout <= 86400 or retries < 0:  # a day: past any one request, short of the clock's overflow
-        raise ValueError(f"--timeout must be in (0, 86400] s and --retries >= 0, got {timeout} and {retries}")
+    check_limits(timeout, retries)  # before local servers start, and without a --*-url prefix
     servers = None
 
     def _term(*_):
