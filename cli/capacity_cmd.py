@@ -23,6 +23,7 @@ def capacity(
     tasks: int = typer.Option(COMMANDS.capacity_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     tolerance: float = typer.Option(COMMANDS.capacity_tolerance, "--tolerance", help="Relative precision of the rate search."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sizing the protocols at once [the CPUs]; the answer is the same with 1."),
     **o,
 ):
     """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.
@@ -36,7 +37,7 @@ def capacity(
     with user_errors(ValueError), Progress("sizing protocols", quiet=quiet) as bar:
         res = api.capacity(task_rate, latency_p95=latency_p95, protocols=protocols, strong_price=strong_price,
                            weak_price=weak_price, trace=traces, tasks=tasks, tolerance=tolerance, on_warning=warn,
-                           progress=bar.advance, **o)
+                           progress=bar.advance, workers=workers, **o)
     typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
     if not any(r["meets_target"] for r in res["protocols"].values()):
         target_missed(f"no protocol keeps the task-latency p95 within {res['latency_p95_target_s']:g} s at "

@@ -403,13 +403,14 @@ class CapacityResult(Result):
 
 def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMANDS.capacity_protocols, strong_price=None,
              weak_price=None, trace=None, tasks: int = COMMANDS.capacity_tasks, tolerance: float = COMMANDS.capacity_tolerance, cells=None, on_warning=None,
-             progress=None, **options) -> CapacityResult:
+             progress=None, workers: int | None = None, **options) -> CapacityResult:
     """Replicas, sessions, batch against the balance point, latency and cost per 1,000 tasks for
     ``task_rate`` tasks/s (a number, or '2/s', '120/min') under a p95 target (seconds, or '60s',
     '2min'), per protocol, searched with the simulator. ``trace``: plan for recorded tasks
     instead of ``tasks`` synthetic ones; ``cells``: cells already searched (they do not depend
     on the rate). ``options``: :data:`CAPACITY_OPTIONS`. ``progress(k, total)`` is called as
-    each protocol is sized."""
+    each protocol is sized; ``workers``: processes sizing the protocols at once (default: the
+    CPUs; the answer is the same with 1)."""
     from . import capacity_search as cap
     from .units import parse_rate, parse_seconds
 
@@ -426,8 +427,13 @@ def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMAND
     warnings = Warnings(on_warning)
     work = _tasks(trace, tasks, options.get("seed"), warnings)
     sc = _scenario({**options, "protocols": names}, work if trace else None)
+    from .distributed import max_workers
+
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers()):
+        raise ValueError(f"--workers must be in [1, {max_workers()}] (the CPUs here), got {workers!r}")
     res = cap.size_for_rate(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
-                            cells=cells, strong_price=strong_price, weak_price=weak_price, progress=progress)
+                            cells=cells, strong_price=strong_price, weak_price=weak_price, progress=progress,
+                            workers=workers)
     return CapacityResult(res, warnings)
 
 

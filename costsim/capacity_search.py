@@ -42,6 +42,7 @@ import numpy as np
 
 from . import fleet_cost, roofline
 from .config import COMMANDS
+from .distributed import fork_map
 from .protocols import drafts, on_api
 from .memory import kv_pool_bytes, max_sequences
 from .payoff import specagent_payoff
@@ -66,6 +67,7 @@ class Search:
     max_weak_per_strong: int = 64
     steady_spans: float = 3.0      # a probe judges a rate if its arrivals span this many of its p95s
     max_probe_tasks: int = 10_000  # a probe too short to judge its rate repeats its tasks up to this many
+    workers: int | None = None     # processes for independent searches (costsim.distributed.fork_map); None: the CPUs
     refinements: int = 2           # extra cell searches with more weak replicas per strong
 
 
@@ -226,8 +228,13 @@ def search_cell(tasks, sc: Scenario, protocol: str, srch: Search = Search()) -> 
         cell.rate, cell.capped = _bisect(tasks, sc, protocol, strong, weak, start, srch, cell.probes)
         cell.feasible = cell.rate > 0
         return cell
-    rs, _ = _bisect(tasks, sc, protocol, 1, AMPLE, start, srch, cell.probes)
-    rw, _ = _bisect(tasks, sc, protocol, AMPLE, 1, start, srch, cell.probes)
+    def alone(pool):  # one pool's rate with the other ample: the two searches are independent
+        probes: list = []
+        rate, _ = _bisect(tasks, sc, protocol, *((1, AMPLE) if pool == "strong" else (AMPLE, 1)), start, srch, probes)
+        return rate, probes
+
+    (rs, probes_s), (rw, probes_w) = fork_map(alone, ("strong", "weak"), srch.workers)
+    cell.probes += probes_s + probes_w  # in the serial order
     cell.pool_rates = {"strong": rs, "weak": rw}
     if rs <= 0 or rw <= 0:
         return cell
@@ -317,12 +324,13 @@ def repeated(tasks, n: int) -> list:
 
 def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capacity_protocols,
                   srch: Search = Search(), cells: dict | None = None, strong_price=None, weak_price=None,
-                  progress=None) -> dict:
+                  progress=None, workers: int | None = None) -> dict:
     """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.
 
     ``cells`` (protocol -> :class:`Cell`) skips the search when given (it does not depend on
-    ``task_rate``). ``progress(k, total)`` is called as each protocol is sized (its cell
-    searched and its operating point simulated).
+    ``task_rate``). The protocols are sized on up to ``workers`` processes (default: the CPUs;
+    the same answer as one, :func:`costsim.distributed.fork_map`). ``progress(k, total)`` is
+    called as each protocol is sized (its cell searched and its operating point simulated).
     """
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
@@ -332,9 +340,14 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
     d, o, ctx = step_shape(tasks)  # the tasks' typical step: B* is quoted at its context
     b_star = roofline.balance_batch(sc.strong, ctx)
     kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
-    out = {}
-    for name in protocols:
+    def simulated(name):  # one protocol's simulations: independent of the others', so in parallel
         cell = cells.get(name) or search_cell(tasks, sc, name, srch)
+        return cell, (operating_point(tasks, sc, cell, task_rate, srch) if cell.feasible else None)
+
+    srch = replace(srch, workers=workers)
+    runs = fork_map(simulated, protocols, workers, done=(lambda: progress(1, len(protocols))) if progress else None)
+    out = {}
+    for name, (cell, op) in zip(protocols, runs):
         cells[name] = cell
         s, w = replicas_for(cell, task_rate)
         res = {"backend": "api" if on_api(name) else "replicas",
@@ -356,7 +369,6 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
                        reason=f"the uncontended task latency p95 is {cell.uncontended_p95_s:.1f} s, above the "
                               f"target {srch.latency_p95_s:g} s: no number of replicas reaches it")
         else:
-            op = operating_point(tasks, sc, cell, task_rate, srch)
             res.update(op)
             res["past_balance_point"] = (op["strong_batch"] > b_star) if op["strong_batch"] is not None else None
             res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star)
@@ -371,8 +383,6 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
                     op["weak_batch"] or 1.0, strong_step_scale=sc.strong_step_scale,
                     weak_step_scale=sc.weak_step_scale).to_dict()
         out[name] = res
-        if progress:
-            progress(1, len(protocols))
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
             "kv_limit_sequences": kv_limit, "kv_pool_bytes": kv_pool_bytes(sc.strong),

@@ -366,3 +366,27 @@ def test_an_infeasible_protocol_has_the_feasible_ones_keys():
     for name, r in res["protocols"].items():
         assert not r["feasible"] and r["fleet_gpus"] is None and r["cost_per_1k_tasks_usd"] is None
         assert {"fleet_gpus", "gpu_hours_per_1k_tasks", "cost_per_1k_tasks_usd", "latency_p95_s"} <= set(feasible["protocols"][name])
+
+
+def test_capacity_on_several_processes_is_bit_identical_to_one():
+    """The protocols, and a cell's two lone-pool searches, are independent runs: on forked
+    processes (costsim.distributed.fork_map) the answer is the serial one, to the bit. SpecAgent
+    alone: its two lone-pool searches are the ones forked (the protocols are, in the same way)."""
+    from costsim import api
+
+    kw = dict(latency_p95="120s", protocols="specagent")
+    assert api.capacity(0.5, workers=1, **kw).to_dict() == api.capacity(0.5, workers=2, **kw).to_dict()
+
+
+def test_fork_map_keeps_order_runs_closures_and_maps_serially_inside_a_worker():
+    import os
+
+    from costsim.distributed import fork_map
+
+    base = 10
+    pids = fork_map(lambda x: (x + base, os.getpid()), range(4), workers=2)
+    assert [v for v, _ in pids] == [10, 11, 12, 13] and os.getpid() not in {p for _, p in pids}
+    nested = fork_map(lambda x: fork_map(lambda y: y * x, range(3), workers=2), [1, 2], workers=2)
+    assert nested == [[0, 1, 2], [0, 2, 4]]
+    done = []
+    assert fork_map(lambda x: -x, [5], workers=2, done=lambda: done.append(1)) == [-5] and done == [1]
