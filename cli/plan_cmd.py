@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -27,6 +28,7 @@ def plan(
     tasks: int = typer.Option(COMMANDS.plan_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks (tau² Airline shape) the screen is computed on."),
     confirm: int = typer.Option(COMMANDS.plan_confirm, "--confirm", min=1, max=50, help="Cheapest screened configurations the simulator confirms (more, up to 3x, while one screened below the cheapest confirmed cost is left)."),
     figure: Optional[str] = typer.Option(None, "--figure-out", help="Write the front as a PNG here."),
+    deploy_out: Optional[str] = typer.Option(None, "--deploy-out", help="Write the plan into this folder to deploy from: front.csv, launch.sh (a server command per pool under --engine), router.json and README.md (docs/plan.md)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Screen on a local Dask cluster of this many workers [in this process]."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Screen on the Dask cluster at tcp://HOST:PORT."),
     state: Optional[str] = typer.Option(None, "--state", help="Keep the search's finished pieces (each (protocol, K) screen, each confirmation) in this folder; the same plan run again with it resumes (a piece is reused only with the same inputs and the same costsim code)."),
@@ -41,10 +43,15 @@ def plan(
     from costsim import api
 
     json_out = o.pop("json_out")
+    inputs = inputs_of(o, *(traces or ()))
     if figure:
-        check_output(figure, inputs=inputs_of(o, *(traces or ())))
+        check_output(figure, inputs=inputs)
         if not figure.endswith(".png"):
             raise UserError(f"--figure-out {figure}: expected a .png file name")
+    if deploy_out:  # refused before the search runs, the folder and each file it will hold
+        check_output(deploy_out, inputs=inputs, directory=True)
+        for name in api.PlanResult.DEPLOYMENT_FILES:
+            check_output(Path(deploy_out) / name, inputs=inputs)
     with user_errors(ValueError, OSError), Progress("planning", quiet=quiet) as bar:
         res = api.plan(task_rate, latency_p95=latency_p95, devices=devices, weak_devices=weak_devices, max_gpus=max_gpus,
                        protocols=protocols, edge_devices=edge_devices, K=ks, price=price,
@@ -52,6 +59,9 @@ def plan(
                        fresh=fresh, progress=bar.advance, on_warning=warn, **o)
     if figure:
         res.figure(figure)
+    if deploy_out:  # written before a missed target exits: the front and the README say why
+        with user_errors(ValueError, OSError):
+            res.save_deployment(deploy_out, inputs=inputs, p_accept=o.get("p_accept"))
     typer.echo(dumps(res.to_dict()) if json_out else render(res.data))
     if res["recommended"] is None:
         target_missed(res["why_none"])

@@ -480,6 +480,18 @@ class PlanResult(Result):
 
         save(plan_front(self.data), path)
 
+    #: The files :meth:`save_deployment` writes into its folder.
+    DEPLOYMENT_FILES = ("front.csv", "launch.sh", "router.json", "README.md")
+
+    def save_deployment(self, folder, inputs=(), p_accept: float | None = None) -> list:
+        """Write the plan into ``folder`` to deploy from: ``front.csv``, ``launch.sh`` (a server
+        command per pool), ``router.json`` and ``README.md`` (:mod:`costsim.planner.deploy`);
+        ``inputs``: files never to write over; ``p_accept``: the p_u the plan ran at, for the
+        README. Returns the paths written."""
+        from .planner.deploy import write
+
+        return write(self, folder, inputs=inputs, p_accept=p_accept)
+
 
 def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_devices=None, max_gpus=None, protocols=None,
          edge_devices=None, K=None, price=None, trace=None, tasks: int = COMMANDS.plan_tasks, confirm: int = COMMANDS.plan_confirm,

@@ -147,7 +147,7 @@ COMMANDS = {
 }
 #: The CLI's parameters that are not options of the computation (output, display) and the few
 #: named differently (the CLI's parameter -> the API's keyword).
-OUTPUT = {"json_out", "quiet", "out", "output", "figure", "as_json", "per_task", "ctx", "save_result", "append_result",
+OUTPUT = {"json_out", "quiet", "out", "output", "figure", "deploy_out", "as_json", "per_task", "ctx", "save_result", "append_result",
           "result_dir", "result_filename"}
 RENAMED = {"traces": "trace", "prefill_tokens": "prefill", "ks": "K", "dataset_name": "dataset"}
 

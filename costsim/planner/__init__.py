@@ -13,18 +13,21 @@ modelled: docs/plan.md), one module each:
   Dask, resumable (:class:`State`);
 - :mod:`.recommendation`: the screen's cheapest fleets simulated at the task rate, grown until they
   meet the target (:func:`confirm`); the recommendation is the cheapest the simulator confirms
-  (:func:`recommend`).
+  (:func:`recommend`);
+- :mod:`.deploy`: a plan as files to deploy from (front, launch commands, router configuration, README).
 
 Prices are the device profiles' dated list prices (:func:`costsim.fleet_cost.prices`) unless
 overridden per device.
 """
 
+from .deploy import ENGINE_FLAGS, launch
 from .recommendation import (ASSUMPTIONS, CONFIRM_AT_MOST, api_of, check_protocols, confirm, point, recommend,
                              screen_against_simulator, searchable_protocols, to_json, specagent_payoff_of)
 from .screen import Pool, Rows, Screen, Screened, pareto
 from .screening import State, search
 from .space import Config, configurations, parse_ks, scenario_of
 
-__all__ = ["ASSUMPTIONS", "CONFIRM_AT_MOST", "Config", "Pool", "Rows", "Screen", "Screened", "State", "api_of",
-           "check_protocols", "configurations", "confirm", "pareto", "parse_ks", "point", "recommend", "scenario_of",
+__all__ = ["ASSUMPTIONS", "CONFIRM_AT_MOST", "Config", "ENGINE_FLAGS", "Pool", "Rows", "Screen", "Screened", "State",
+           "api_of", "check_protocols", "configurations", "confirm", "launch", "pareto", "parse_ks", "point", "recommend",
+           "scenario_of",
            "screen_against_simulator", "search", "searchable_protocols", "to_json", "specagent_payoff_of"]
