@@ -5,6 +5,7 @@ The library is imported inside the commands (start-up time of `costsim --help`).
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
@@ -24,15 +25,15 @@ traces_app.add_typer(import_app, name="import")
 _KINDS = ("read", "write", "respond", "final")
 
 
-def _import(fmt: str, files, out: str, tools, strict: bool):
-    """Import ``files`` with ``fmt``'s importer, write the JSONL atomically (never over an
-    input), and say what was made."""
+def _import(fmt: str, files, out: str, tools, strict: bool, options=None):
+    """Import ``files`` with ``fmt``'s importer (``options``: its own flags), write the JSONL
+    atomically (never over an input), and say what was made."""
     from costsim.api import import_trace
 
     files = list(files)
     out = check_output(out, inputs=(*files, *(tools or ())))
     with user_errors(ValueError):
-        res = import_trace(fmt, files, tools=tools, strict=strict)
+        res = import_trace(fmt, files, tools=tools, strict=strict, **{k: v for k, v in (options or {}).items() if v is not None})
     for w in res.result.warnings:
         warn(w)
     if not res.result.tasks:
@@ -48,6 +49,8 @@ def _import_summary(res, src, out) -> str:
     kinds = result.steps_by_kind()
     lines = [f"{src} -> {out}: {len(result.tasks)} tasks of {result.records} records, {sum(kinds.values())} steps "
              f"({', '.join(f'{k} {kinds[k]}' for k in _KINDS)})"]
+    if isinstance(result.notes.get("task_grouping"), str):  # how the importer told one task from another
+        lines.append(f"  tasks: {result.notes['task_grouping']}")
     defaulted = dict(sorted(result.defaulted_tools.items()))
     n_def = sum(defaulted.values())
     if n_def:
@@ -67,17 +70,24 @@ def _import_summary(res, src, out) -> str:
 
 
 def _import_command(fmt: str, imp):
-    """`costsim traces import FMT`, from its importer's record (costsim.traces.importers)."""
+    """`costsim traces import FMT`, from its importer's record (costsim.traces.importers): its
+    files, -o, --tools, --strict, and its own options (``imp.options``: keyword -> help)."""
     many = imp.many
 
     def command(files=typer.Argument(..., help=imp.files_help, metavar="FILE..." if many else "FILE"),
                 out: str = typer.Option(..., "-o", "--out", help="Output trajectory JSONL."),
                 tools: Optional[List[Path]] = typer.Option(None, "--tools", help=imp.tools_help),
-                strict: bool = typer.Option(False, "--strict", help=imp.strict_help)):
-        _import(fmt, files if many else [files], out, tools, strict)
+                strict: bool = typer.Option(False, "--strict", help=imp.strict_help), **options):
+        _import(fmt, files if many else [files], out, tools, strict, options)
 
-    command.__annotations__ = {"files": List[Path] if many else Path, "out": str, "tools": Optional[List[Path]],
-                               "strict": bool}
+    annotations = {"files": List[Path] if many else Path, "out": str, "tools": Optional[List[Path]], "strict": bool}
+    params = [p.replace(annotation=annotations[p.name]) for p in inspect.signature(command).parameters.values()
+              if p.kind is not p.VAR_KEYWORD]
+    params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                 default=typer.Option(None, "--" + k.replace("_", "-"), help=h))
+               for k, h in imp.options.items()]
+    command.__signature__ = inspect.Signature(params)  # typer reads the options from it
+    command.__annotations__ = {**annotations, **{k: Optional[str] for k in imp.options}}
     command.__doc__, command.__name__ = imp.description, f"import_{fmt}_cmd"
     return command
 

@@ -157,17 +157,21 @@ class ImportedTrace(Result):
         return _steps_frame(self.result.tasks)
 
 
-def import_trace(fmt: str, files, *, tools=(), strict: bool = False) -> ImportedTrace:
+def import_trace(fmt: str, files, *, tools=(), strict: bool = False, **options) -> ImportedTrace:
     """Import agent logs (``fmt``: tau2, otel or openai; ``files``: a path, or several where
     the format joins them) into costsim's trajectories; ``tools``: tool-kind files (TOML or
-    MCP ``tools/list`` JSON)."""
+    MCP ``tools/list`` JSON); ``options``: the format's own (:func:`import_options`; otel:
+    ``group_by``)."""
     from .traces.importers import importer, run
 
-    importer(fmt)
+    imp = importer(fmt)
+    unknown = sorted(set(options) - set(imp.options))
+    if unknown:
+        raise TypeError(f"import_trace({fmt!r}) got an unexpected keyword argument {unknown[0]!r}")
     files = [files] if isinstance(files, (str, bytes)) or hasattr(files, "__fspath__") else list(files)
     if not files:
         raise ValueError("no file to import")
-    return ImportedTrace(fmt, files, tools, run(fmt, files, tools, strict))
+    return ImportedTrace(fmt, files, tools, run(fmt, files, tools, strict, **options))
 
 
 # --- the closed form --------------------------------------------------------------------------------

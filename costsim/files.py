@@ -66,6 +66,11 @@ def read_text(path) -> str:
     """A user's input file as text: UTF-8 (a leading BOM dropped), a regular file (a FIFO, a
     device or a directory is refused at once, never waited on), at most :data:`MAX_INPUT_BYTES`.
     Failures are ``OSError`` (the callers' one-line errors name the file) or ``UnicodeDecodeError``."""
+    return _read_bytes(path).decode("utf-8-sig")
+
+
+def _read_bytes(path) -> bytes:
+    """The bytes of :func:`read_text`, checked the same way."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:  # before fdopen: on a directory it fails itself, naming the descriptor, not the path
         st = os.fstat(fd)
@@ -79,8 +84,56 @@ def read_text(path) -> str:
         os.close(fd)
         raise
     with os.fdopen(fd, "rb") as f:
-        data = f.read()
+        return f.read()
+
+
+#: The most a compressed input may inflate to: what a plain input may hold. Without a bound a
+#: small file that inflates to terabytes (a "zip bomb") would end in an out-of-memory kill.
+MAX_DECOMPRESSED_BYTES = MAX_INPUT_BYTES
+_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"  # magic numbers; neither can start UTF-8 text
+
+
+def read_text_decompressed(path) -> str:
+    """:func:`read_text`, but a gzip or Zstandard file (told by its first bytes, whatever its
+    name) is decompressed first, to at most :data:`MAX_DECOMPRESSED_BYTES`. Zstandard needs the
+    optional ``zstandard`` package. Failures are one-line ``OSError`` / ``UnicodeDecodeError``."""
+    import io
+
+    data = _read_bytes(path)
+    if data.startswith(_GZIP):
+        import gzip
+        import zlib
+
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+                data = _bounded(f, path)
+        except (OSError, EOFError, zlib.error) as e:
+            if getattr(e, "errno", None) == errno.EFBIG:
+                raise
+            raise OSError(errno.EINVAL, f"not a valid gzip file ({e})", str(path)) from None
+    elif data.startswith(_ZSTD):
+        try:
+            import zstandard
+        except ImportError:
+            raise OSError(errno.EINVAL, "a Zstandard (.zst) file: pip install zstandard to read it",
+                          str(path)) from None
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as f:
+                data = _bounded(f, path)
+        except zstandard.ZstdError as e:
+            raise OSError(errno.EINVAL, f"not a valid Zstandard file ({e})", str(path)) from None
     return data.decode("utf-8-sig")
+
+
+def _bounded(f, path) -> bytes:
+    """All of the stream ``f``, or OSError (EFBIG) past :data:`MAX_DECOMPRESSED_BYTES`."""
+    chunks, total = [], 0
+    while chunk := f.read(1 << 20):
+        total += len(chunk)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise OSError(errno.EFBIG, f"decompresses to more than {MAX_DECOMPRESSED_BYTES >> 20} MiB", str(path))
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

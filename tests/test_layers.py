@@ -28,7 +28,7 @@ LAYERS = (
     ("front end", ("cli",)),
 )
 #: Third-party libraries a module may import inside a function (heavy: loaded only when used).
-LAZY = {"scipy", "pandas", "pyarrow", "matplotlib", "dask", "distributed", "httpx", "rich", "click", "xllamacpp",
+LAZY = {"scipy", "pandas", "pyarrow", "matplotlib", "dask", "distributed", "httpx", "rich", "click", "xllamacpp", "zstandard",
         "gguf", "numpy"}
 #: Where these may be imported at all.
 ONLY_UNDER = {"simpy": ("costsim.sim",), "typer": ("cli",)}

@@ -10,13 +10,18 @@ Rules (also in ``traces/README.md``):
   message of the transcript is ``final`` (if that message makes tool calls, its steps keep
   their tool kinds and the task has no ``final`` step);
 - text that accompanies tool calls is part of the first call's output, not a response;
-- ``output_tokens``: the call's ``completion_tokens`` (reasoning included: it is decoded),
+- ``output_tokens``: the call's ``completion_tokens`` (reasoning included: it is decoded, and
+  OpenAI's ``completion_tokens`` / Responses ``output_tokens`` / OTel ``gen_ai.usage.output_tokens``
+  already count it, ``reasoning_tokens`` being a breakdown, so it is never added again),
   shared among its tool calls in proportion to their estimated lengths (largest remainder, so
   the shares sum to the measured total); without usage, the estimate of the step's own text;
 - ``observation_tokens``: of a tool step, the tool result's tokens; of a respond/final step,
   the user's reply (all user messages before the next assistant message);
 - ``context_tokens``: the call's ``prompt_tokens``, plus the outputs of the earlier calls of the
-  same message; without usage, the estimated system prompt plus every earlier message;
+  same message; without usage, the estimated system prompt plus every earlier message. Cached
+  prompt tokens (``cached_tokens``) are part of ``prompt_tokens``; a step has no field for them
+  (the simulator prefills by its own rules), so a task's ``meta`` keeps their sum, and the sum of
+  its reasoning tokens, where the log has them (:func:`usage_meta`);
 - ``duration_s``: the call's generation time, shared like the output tokens.
 
 Token estimate when the log has no count: ``ceil(chars / 4)`` (Unicode code points; a tool
@@ -75,10 +80,24 @@ class Msg:
     duration_s: float | None = None
     duration_estimated: bool = False
     skip: bool = False  # in the context, but not a step (e.g. a scripted greeting)
+    cached_tokens: int | None = None  # of prompt_tokens, read from a prompt cache
+    reasoning_tokens: int | None = None  # of completion_tokens, reasoning (already counted in them)
 
     def estimated_tokens(self) -> int:
         return estimate_tokens(self.text) + sum(
             estimate_tokens(c.name + c.arguments) for c in self.calls)
+
+
+def usage_meta(msgs) -> dict:
+    """A task's ``meta`` entries for the usage that steps have no field for: the sums of its model
+    calls' cached prompt tokens and reasoning tokens, each only where some call recorded it."""
+    calls = [m for m in msgs if m.role == "assistant" and not m.skip]
+    out = {}
+    for key, attr in (("cached_input_tokens", "cached_tokens"), ("reasoning_output_tokens", "reasoning_tokens")):
+        vals = [getattr(m, attr) for m in calls if getattr(m, attr) is not None]
+        if vals:
+            out[key] = sum(vals)
+    return out
 
 
 def apportion(total: int, weights: list[int]) -> list[int]:
@@ -281,11 +300,16 @@ def _calls(v, at: str) -> list[Call]:
         a = f"{at}[{k}]"
         tc = ck.obj(tc, a)
         fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc  # OpenAI shape
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise ck.Bad(f"{a}.name", f"expected a tool name, got {ck.show(name)}")
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, (str, dict, list)):
-            raise ck.Bad(f"{a}.arguments", f"expected an object or a JSON string, got {ck.show(args)}")
-        out.append(Call(name=name, arguments=arguments_text(args), id=ck.opt_str(tc, "id", a)))
+        out.append(tool_call(fn.get("name"), fn.get("arguments"), ck.opt_str(tc, "id", a), a))
     return out
+
+
+def tool_call(name, args, call_id, at: str) -> Call:
+    """A tool call from its recorded name and arguments (an object, or its JSON text), checked
+    (Bad, naming the field under ``at``): Chat Completions' tool_calls and the Responses API's
+    function_call items alike."""
+    if not isinstance(name, str) or not name:
+        raise ck.Bad(f"{at}.name", f"expected a tool name, got {ck.show(name)}")
+    if args is not None and not isinstance(args, (str, dict, list)):
+        raise ck.Bad(f"{at}.arguments", f"expected an object or a JSON string, got {ck.show(args)}")
+    return Call(name=name, arguments=arguments_text(args), id=call_id)

@@ -1,13 +1,14 @@
 """The importers, one record each: what `costsim traces import FORMAT` runs and says.
 
-Adding an importer is a module with a function ``fn(source, *, tool_kinds, strict) ->
+Adding an importer is a module with a function ``fn(source, *, tool_kinds, strict, **options) ->
 ImportResult`` (:mod:`.convert` has the shared rules) and a record here; the command, its help
-and the API's :func:`costsim.api.import_trace` come from the record.
+and the API's :func:`costsim.api.import_trace` come from the record. ``options`` are the
+importer's own string-valued flags (``--group-by``): keyword -> help.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,7 @@ class Importer:
     strict_help: str
     many: bool = False                      # takes several files (one trace split across them)
     estimates: str = ESTIMATES
+    options: dict = field(default_factory=dict)  # its own flags: keyword -> help (a string value each)
 
 
 IMPORTERS = {
@@ -45,16 +47,21 @@ IMPORTERS = {
     "otel": Importer(
         import_otel, "Import OpenTelemetry GenAI traces (chat, execute_tool and invoke_agent spans).",
         "OTLP/JSON trace files (collector file exporter: one ExportTraceServiceRequest a line; or one JSON "
-        "document). A trace split across files is joined.",
-        "Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint wins; unknown tools are writes.",
+        "document), plain, .gz or .zst. A trace split across files is joined.",
+        "Tool kinds: TOML or MCP tools/list JSON; spans' readOnlyHint (or the recorded tool definitions') wins; "
+        "unknown tools are writes.",
         "Any malformed line, and any span whose parent is missing, is fatal.", many=True,
-        estimates="tokens: ceil(chars/4) of recorded messages where usage is missing; observations: what the next "
-                  "call's input grew by; durations: a call's span shared among its tool calls"),
+        estimates="tokens: ceil(chars/4) of recorded messages where usage is missing; observations: the recorded "
+                  "tool results and user messages, else what the next call's input grew by; durations: a call's "
+                  "span shared among its tool calls",
+        options={"group_by": "One task per value of this span attribute (e.g. session.id; default "
+                             "gen_ai.conversation.id where spans carry it), inherited from parent spans."}),
     "openai": Importer(
-        import_openai, "Import an OpenAI-style chat-completions log.",
-        "Chat-completions log, JSONL (request/response pairs or whole conversations).",
+        import_openai, "Import OpenAI-style logs: chat completions, Responses API, Batch API output.",
+        "JSONL logs, plain, .gz or .zst: request/response pairs (chat completions or Responses API) or whole "
+        "conversations; a Batch API output file with its input file (joined by custom_id).",
         "Tool kinds: TOML or MCP tools/list JSON; unknown tools are writes.",
-        "Any malformed line is fatal (default: skip it with a warning)."),
+        "Any malformed line is fatal (default: skip it with a warning).", many=True),
 }
 
 
@@ -74,11 +81,17 @@ def tool_kinds(paths) -> dict:
     return out
 
 
-def run(fmt: str, files, tools=(), strict: bool = False) -> ImportResult:
-    """Import ``files`` (the first, or all where the format takes several) with ``fmt``'s importer."""
+def run(fmt: str, files, tools=(), strict: bool = False, **options) -> ImportResult:
+    """Import ``files`` (the first, or all where the format takes several) with ``fmt``'s importer;
+    ``options``: its own (:attr:`Importer.options`; None is not given)."""
     imp = importer(fmt)
     files = list(files)
-    return imp.function(files if imp.many else files[0], tool_kinds=tool_kinds(tools), strict=strict)
+    unknown = sorted(set(options) - set(imp.options))
+    if unknown:
+        raise ValueError(f"the {fmt} importer takes no option {', '.join(unknown)}; its options: "
+                         f"{', '.join(imp.options) or 'none'}")
+    given = {k: v for k, v in options.items() if v is not None}
+    return imp.function(files if imp.many else files[0], tool_kinds=tool_kinds(tools), strict=strict, **given)
 
 
 def header(result: ImportResult, fmt: str, source, tools=()) -> dict:

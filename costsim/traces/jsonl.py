@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import read_text as _read
+from ..files import read_text_decompressed as _read  # a .gz / .zst log is read as its text
 from ..config import MAX_SECONDS, MAX_TOKENS
 from ._check import Bad as _Bad  # a field that does not validate (field path, what is wrong)
 from ._check import finite, show
@@ -298,7 +298,8 @@ def parse_jsonl(text: str, name: str, strict: bool = False) -> ReadResult:
 
 
 def read_text(path) -> str:
-    """A file's UTF-8 text, or a one-line :class:`TraceError` naming the file."""
+    """A file's UTF-8 text (gzip or Zstandard decompressed first), or a one-line
+    :class:`TraceError` naming the file."""
     path = Path(path)
     shown = str(path) if str(path).isprintable() else repr(str(path))  # one line, always
     try:
