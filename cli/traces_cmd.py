@@ -65,7 +65,7 @@ def _import_summary(res, src, out) -> str:
     if est:
         lines.append(f"  estimated ({res.importer.estimates}): " + ", ".join(f"{f} in {v:.0%} of steps" for f, v in est.items()))
     if result.warnings:
-        lines.append(f"  {len(result.warnings)} warning(s) above: records skipped or repaired (--strict makes them fatal)")
+        lines.append(f"  {len(result.warnings)} warning(s) above (--strict makes a skipped or repaired record fatal)")
     return "\n".join(lines)
 
 
