@@ -80,7 +80,7 @@ def test_non_strict_skips_and_warns(tmp_path, capsys):
     assert run(["traces", "import", "tau2", str(src), "-o", str(tmp_path / "t.jsonl")]) == 0
     cap = capsys.readouterr()
     assert f"costsim: warning: {src}: field '[1].messages': expected a list" in cap.err
-    assert "1 warning(s) above: records skipped or repaired" in cap.out
+    assert "1 warning(s) above (--strict makes a skipped or repaired record fatal)" in cap.out
 
 
 def test_stats_bad_file_and_options(tmp_path, capsys):
