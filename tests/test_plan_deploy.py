@@ -123,7 +123,7 @@ def test_deploy_out_writes_the_front_the_commands_the_router_and_a_readme(tmp_pa
 
 @pytest.mark.vllm
 def test_every_vllm_command_parses_with_vllms_own_argument_parser(tmp_path, planned):
-    if not Path(VLLM_PY).exists():
+    if not VLLM_PY or not Path(VLLM_PY).exists():
         pytest.skip(f"no vLLM interpreter at {VLLM_PY!r} (COSTSIM_VLLM_PYTHON; .ci/run sets it)")
     planned.save_deployment(tmp_path)
     deps = [deployment("qwen3.5-397b-a17b", "b200", 8, engine="vllm", expert_parallel=True),
