@@ -23,7 +23,7 @@ def capacity(
     tasks: int = typer.Option(COMMANDS.capacity_tasks, "--tasks", min=20, max=100_000, help="Synthetic tasks per probe (tau² Airline shape); more tasks allow higher rates per cell."),
     tolerance: float = typer.Option(COMMANDS.capacity_tolerance, "--tolerance", help="Relative precision of the rate search."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sizing the protocols at once [the CPUs]; the answer is the same with 1."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes for a cell's independent searches [the CPUs]; the answer is the same with 1."),
     **o,
 ):
     """Replicas, sessions, batch vs balance point, latency and cost per 1,000 tasks, per protocol.

@@ -413,8 +413,8 @@ def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMAND
     '2min'), per protocol, searched with the simulator. ``trace``: plan for recorded tasks
     instead of ``tasks`` synthetic ones; ``cells``: cells already searched (they do not depend
     on the rate). ``options``: :data:`CAPACITY_OPTIONS`. ``progress(k, total)`` is called as
-    each protocol is sized; ``workers``: processes sizing the protocols at once (default: the
-    CPUs; the answer is the same with 1)."""
+    each protocol is sized; ``workers``: processes for a cell's independent searches (default:
+    the CPUs; the answer is the same with 1)."""
     from . import capacity_search as cap
     from .units import parse_rate, parse_seconds
 

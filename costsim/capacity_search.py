@@ -328,9 +328,10 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
     """The full answer for each protocol: replicas, sessions, batch vs B*, latency, cost.
 
     ``cells`` (protocol -> :class:`Cell`) skips the search when given (it does not depend on
-    ``task_rate``). The protocols are sized on up to ``workers`` processes (default: the CPUs;
-    the same answer as one, :func:`costsim.distributed.fork_map`). ``progress(k, total)`` is
-    called as each protocol is sized (its cell searched and its operating point simulated).
+    ``task_rate``). A cell's independent searches run on up to ``workers`` processes (default:
+    the CPUs; the same answer as one, :func:`costsim.distributed.fork_map`). ``progress(k,
+    total)`` is called as each protocol is sized (its cell searched and its operating point
+    simulated).
     """
     if not task_rate > 0:
         raise ValueError(f"--task-rate must be > 0 tasks/s, got {task_rate}")
@@ -340,14 +341,13 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
     d, o, ctx = step_shape(tasks)  # the tasks' typical step: B* is quoted at its context
     b_star = roofline.balance_batch(sc.strong, ctx)
     kv_limit = max_sequences(sc.strong, ctx) if sc.kv_cap else math.inf
-    def simulated(name):  # one protocol's simulations: independent of the others', so in parallel
-        cell = cells.get(name) or search_cell(tasks, sc, name, srch)
-        return cell, (operating_point(tasks, sc, cell, task_rate, srch) if cell.feasible else None)
-
     srch = replace(srch, workers=workers)
-    runs = fork_map(simulated, protocols, workers, done=(lambda: progress(1, len(protocols))) if progress else None)
     out = {}
-    for name, (cell, op) in zip(protocols, runs):
+    for name in protocols:
+        # One protocol at a time, each forking its own independent searches: SpecAgent's search
+        # is most of the time, so forking the protocols would leave a core idle beside it.
+        cell = cells.get(name) or search_cell(tasks, sc, name, srch)
+        op = operating_point(tasks, sc, cell, task_rate, srch) if cell.feasible else None
         cells[name] = cell
         s, w = replicas_for(cell, task_rate)
         res = {"backend": "api" if on_api(name) else "replicas",
@@ -383,6 +383,8 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
                     op["weak_batch"] or 1.0, strong_step_scale=sc.strong_step_scale,
                     weak_step_scale=sc.weak_step_scale).to_dict()
         out[name] = res
+        if progress:
+            progress(1, len(protocols))
     return {"task_rate_per_s": task_rate, "latency_p95_target_s": srch.latency_p95_s,
             "protocols": out, "cells": cells, "balance_batch": b_star, "balance_context_tokens": ctx,
             "kv_limit_sequences": kv_limit, "kv_pool_bytes": kv_pool_bytes(sc.strong),
