@@ -161,23 +161,23 @@ def check_output(path, inputs: tuple = (), directory: bool = False) -> Path:
     if path is None or not str(path).strip():
         raise UserError("the output path is empty")
     p = Path(path)
-    shown = str(p) if str(p).isprintable() else repr(str(p))
+    name = str(p) if str(p).isprintable() else repr(str(p))  # an odd path, quoted
     try:
-        return _check_output(p, shown, inputs, directory)
+        return _check_output(p, name, inputs, directory)
     except OSError as e:  # a name too long, a component that is a file, ...
-        raise UserError(f"{shown}: cannot write there ({e.strerror or e})") from None
+        raise UserError(f"{name}: cannot write there ({e.strerror or e})") from None
 
 
-def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
+def _check_output(p: Path, name: str, inputs: tuple, directory: bool) -> Path:
     if directory and p.exists() and not p.is_dir():
-        raise UserError(f"{shown}: exists and is not a directory")
+        raise UserError(f"{name}: exists and is not a directory")
     if not directory and p.is_dir():
-        raise UserError(f"{shown}: is a directory; give a file name")
+        raise UserError(f"{name}: is a directory; give a file name")
     if not directory and p.exists() and not p.is_file():  # the atomic rename would replace it
-        raise UserError(f"{shown}: not a regular file (a device, FIFO or socket); give a file name")
+        raise UserError(f"{name}: not a regular file (a device, FIFO or socket); give a file name")
     for src in inputs:
         if p.exists() and Path(src).exists() and p.resolve() == Path(src).resolve():
-            raise UserError(f"{shown}: refusing to overwrite an input file")
+            raise UserError(f"{name}: refusing to overwrite an input file")
     where = p if directory else p.parent
     made = [q for q in (where, *where.parents) if not q.exists()]  # created for the probe, removed after it
     probe = None
@@ -189,9 +189,9 @@ def _check_output(p: Path, shown: str, inputs: tuple, directory: bool) -> Path:
     except OSError as e:
         file = next((q for q in where.parents if q.exists() and not q.is_dir()), where if where.is_file() else None)
         why = f"{file} is a file, not a folder" if file is not None else e.strerror or e
-        raise UserError(f"{shown}: cannot write there ({why})") from None
+        raise UserError(f"{name}: cannot write there ({why})") from None
     except ValueError as e:  # a NUL in the name
-        raise UserError(f"{shown}: not a valid path ({e})") from None
+        raise UserError(f"{name}: not a valid path ({e})") from None
     finally:  # whatever happened, an interrupt included, the probe and the folders made for it go
         from contextlib import suppress
 

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 
 from .config import COMMANDS, LIVE, check_price
+from .distributed import check_workers
 from .files import write_atomic
 from .memory import DoesNotFit
 from .profiles import ProfileError
@@ -431,10 +432,7 @@ def capacity(task_rate, *, latency_p95=COMMANDS.latency_p95_s, protocols=COMMAND
     warnings = Warnings(on_warning)
     work = _tasks(trace, tasks, options.get("seed"), warnings)
     sc = _scenario({**options, "protocols": names}, work if trace else None)
-    from .distributed import max_workers
-
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers()):
-        raise ValueError(f"--workers must be in [1, {max_workers()}] (the CPUs here), got {workers!r}")
+    check_workers(workers)
     res = cap.size_for_rate(work, sc, rate, names, cap.Search(latency_p95_s=target, rel_tol=tolerance),
                             cells=cells, strong_price=strong_price, weak_price=weak_price, progress=progress,
                             workers=workers)
@@ -517,8 +515,7 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
 
     _options("plan", options, PLAN_OPTIONS)
     rate, target = parse_rate(task_rate), parse_seconds(latency_p95)
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    check_workers(workers)
     if fresh and not state:
         raise ValueError("--fresh needs --state FOLDER")
     if max_gpus is not None and max_gpus < 1:
@@ -965,8 +962,7 @@ def sweep(grid, *, out="sweep.parquet", scheduler=None, workers=None, serial: bo
     ``serial``; finished cells are kept and skipped unless ``fresh``. ``progress(k)`` as cells finish."""
     from . import sweep as sw
 
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    check_workers(workers)
     if scheduler and serial:
         raise ValueError("--scheduler and --serial are exclusive")
     cells = sw.load_grid(grid)

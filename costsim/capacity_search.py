@@ -43,7 +43,7 @@ import numpy as np
 from . import fleet_cost, roofline
 from .config import COMMANDS
 from .distributed import fork_map
-from .protocols import drafts, on_api
+from .protocols import on_api, payoff_judges
 from .memory import kv_pool_bytes, max_sequences
 from .payoff import specagent_payoff
 from .scenario import Scenario
@@ -377,7 +377,7 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
             s_dep, w_dep = replica_deployments(sc, name)
             res.update(fleet_cost.costs(s_dep, w_dep, s, w, task_rate, op["api_cost_per_task_usd"],
                                         strong_price, weak_price))
-            if drafts(name) and not on_api(name):  # the one verdict, at the operating batches
+            if payoff_judges(name):  # the one verdict, at the operating batches
                 res["specagent_pays"] = specagent_payoff(
                     s_dep, w_dep, sc.p, sc.K, d, o, sc.verdict_tokens, sc.rho, ctx, op["strong_batch"] or 1.0,
                     op["weak_batch"] or 1.0, strong_step_scale=sc.strong_step_scale,

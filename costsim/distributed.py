@@ -70,6 +70,14 @@ def max_workers() -> int:
     return os.cpu_count() or 1
 
 
+def check_workers(workers) -> None:
+    """ValueError (one line) unless ``workers`` is None or a whole number in [1, :func:`max_workers`]."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or not 1 <= workers <= max_workers()):
+        raise ValueError(f"--workers must be in [1, {max_workers()}]: each worker is a process computing flat out, "
+                         f"one per CPU here, got {workers!r}")
+
+
 def public_address(address: str) -> str:
     """A scheduler address without its credentials (``tcp://user:pass@host:8786`` ->
     ``tcp://host:8786``), for messages."""
@@ -94,9 +102,7 @@ def run_dask(fn, todo, finish, scheduler=None, workers=None, processes=True):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     cluster = None
-    if workers is not None and not 1 <= workers <= max_workers():
-        raise ValueError(f"--workers must be in [1, {max_workers()}]: each worker is a process computing flat out, "
-                         "one per CPU here (a larger cluster: --scheduler)")
+    check_workers(workers)
     if scheduler:
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from ..config import LIVE, WORKLOAD
+from ..config import LIVE, MAX_CALL_TOKENS, WORKLOAD
 from ..formulas import MAX_K
 
-#: The longest prompt or output a probe may ask for, in tokens: past the context of any served
-#: model (10^6 tokens); an unbounded one sized a request, and a plan, without end.
-MAX_PROBE_TOKENS = 10**6
+#: The longest prompt or output a probe may ask for, in tokens: the most one call may prefill or
+#: decode anywhere (config.MAX_CALL_TOKENS); an unbounded one sized a request, and a plan, without end.
+MAX_PROBE_TOKENS = int(MAX_CALL_TOKENS)
 #: The most probes per shape: the fit takes each shape's median, which 100 repeats pin down;
 #: more only keep the endpoints busy.
 MAX_REPEATS = 100

@@ -10,7 +10,7 @@ import numpy as np
 from ..config import COMMANDS
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
 from ..payoff import Payoff, specagent_payoff
-from ..protocols import PROTOCOLS, drafts, on_api
+from ..protocols import PROTOCOLS, drafts, on_api, payoff_judges
 from ..sizing import api_profile, api_speeds
 from ..traces.stats import step_shape
 from .screen import Rows, Screen, Screened, pareto
@@ -117,7 +117,7 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
         bits = [f"the cheapest of {len(confirmed)} candidates the simulator confirmed "
                 f"(of {len(feasible)} the screen found feasible among {len(configs)})"]
         so = [x for x in feasible if x.config.protocol == "strong-only"]
-        sa = [x for x in feasible if drafts(x.config.protocol) and not on_api(x.config.protocol)]
+        sa = [x for x in feasible if payoff_judges(x.config.protocol)]
         other = so if drafts(s.config.protocol) else sa if s.config.protocol == "strong-only" else []
         if other:
             o = other[0]
@@ -130,7 +130,7 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
                             f"{1 - o.uncontended_p95_s / target_s:.0%} of the target, so its replicas must run nearly "
                             "empty")
         out["why"] = "; ".join(bits)
-        if drafts(s.config.protocol) and not on_api(s.config.protocol):
+        if payoff_judges(s.config.protocol):
             out["specagent_pays"] = specagent_payoff_of(base, s, tasks).to_dict()
         elif sa:
             out["specagent_pays"] = specagent_payoff_of(base, sa[0], tasks).to_dict()

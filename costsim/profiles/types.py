@@ -16,7 +16,7 @@ import reprlib
 from dataclasses import MISSING, dataclass, field, fields
 from typing import NamedTuple
 
-from ..config import SCHEDULER
+from ..config import MAX_USD_PER_GPU_HOUR, SCHEDULER
 
 #: Bytes per stored element. The 4-bit block formats carry their scales: MXFP4 one 8-bit scale per
 #: 32 values (OCP Microscaling spec v1.0), NVFP4 one FP8 scale per 16 (NVIDIA Blackwell docs),
@@ -407,8 +407,8 @@ BOUNDS: dict[tuple[type, str], Bound] = {
     (Device, "internode_bandwidth_gb_per_s"): _or_zero(_LINK, "no network in the profile"),
     (Device, "gpus_per_node"): _GPUS,
     (Device, "internode_latency_us"): _LATENCY_US,
-    (Device, "usd_per_gpu_hour"): Bound(0.01, 1e4, "USD per GPU-hour, which divides: from a cent to 10^4 (rentals run "
-                                                   "0.3 to 10)"),
+    (Device, "usd_per_gpu_hour"): Bound(0.01, MAX_USD_PER_GPU_HOUR, "USD per GPU-hour, which divides: from a cent to "
+                                                                    "10^4, as every price flag (rentals run 0.3 to 10)"),
     (ApiEndpoint, "price_input_per_mtok_usd"): _USD_PER_MTOK,
     (ApiEndpoint, "price_cached_input_per_mtok_usd"): _USD_PER_MTOK,
     (ApiEndpoint, "price_output_per_mtok_usd"): _USD_PER_MTOK,

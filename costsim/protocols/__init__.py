@@ -102,6 +102,13 @@ def on_api(name: str) -> bool:
     return p is not None and p.on_api
 
 
+def payoff_judges(name: str) -> bool:
+    """Whether the one "does SpecAgent pay" verdict (:mod:`costsim.payoff`) judges protocol
+    ``name``: SpecAgent-like, with both models on replicas (an API's strong model is billed, not
+    timed at a batch)."""
+    return drafts(name) and not on_api(name)
+
+
 def api_protocols() -> tuple:
     """The protocols on the API backend, in the registry's order."""
     return tuple(n for n, p in PROTOCOLS.items() if p.on_api)
