@@ -96,11 +96,13 @@ def run_dask(fn, todo, finish, scheduler=None, workers=None, processes=True):
     import logging
 
     # An interrupted or failed run must end in our one line, not in pages of the cluster's own
-    # shutdown warnings: its loggers say only what is an error, here and in the worker processes
-    # (which read Dask's config from the environment they are started with).
+    # shutdown noise, here and in the worker processes (which read Dask's config from the
+    # environment they are started with). Not even its errors: a worker whose heartbeat finds
+    # the scheduler already closed logs one, with a traceback (CI, 2026-12-02). A task's own
+    # error reaches us anyway, raised by its future.
     for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
     cluster = None
     check_workers(workers)
     if scheduler:
