@@ -2,7 +2,10 @@
 
 The search is the one serving simulators use (e.g. Vidur's capacity search): find, by
 bisection over load, the highest Poisson task rate one *cell* of replicas sustains with the
-task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` cells.
+task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` cells. Ours
+probes two rates a round, side by side on two processes where there are two CPUs (outward by
+factors of 2 and 4, then by thirds: a round narrows the bracket 3-fold, not 2-fold; the rounds
+are the same on any number of processes, so is the answer).
 
 - A cell is one strong replica and ``w`` weak replicas (Strong-only: one strong; Weak-only:
   one weak). For a protocol that uses both (SpecAgent), ``w`` comes from two preliminary
@@ -10,7 +13,10 @@ task-latency p95 under the target, then scale out: ``ceil(rate / cell_rate)`` ce
   rate ``rw`` one weak replica sustains when strong replicas are ample; ``w = ceil(rs / rw)``.
   The cell itself is then searched with both limited; since both pools add latency it
   sustains less than ``rs``, and while it does, ``w`` grows in proportion (``refinements``
-  times at most) as long as the cell's rate improves.
+  times at most) as long as the cell's rate improves by more than the search's resolution.
+  A cell sustains no more than ``rs``, and more weak replicas sustain no less (assumed), so
+  these searches start from what is known: below ``rs``'s next grid point, above the last
+  cell's rate.
 - Replicas for a task rate λ: ``n = ceil(λ / cell_rate)`` cells, each with as many weak
   replicas as its share λ/n needs (``ceil(w · (λ/n) / cell_rate)``), so that no replica carries
   more load than in the cell found feasible. The cell does not depend on λ, so replica counts
@@ -133,68 +139,83 @@ def replica_deployments(sc: Scenario, protocol: str):
     return (None, edge_deployment(sc.weak, sc.edge_device)) if on_api(protocol) else (sc.strong, sc.weak)
 
 
-def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list) -> tuple[float, bool]:
-    """Largest rate with p95 <= target that a probe can judge (:func:`judgeable`), and whether
-    judging is what stopped it (a lower bound then); (0.0, False) if even start/1024 fails.
+@dataclass(frozen=True)
+class Edge:
+    """What a rate search found on its grid start·(1 + rel_tol)^k: the highest grid point ``k``
+    that met the target and was judged (None: none did), its rate, and whether judging is
+    what stopped the search there (the rate is then a lower bound)."""
 
-    Rates are searched on the fixed grid start·(1 + rel_tol)^k, exponentially then by
-    bisection on k: the grid and the judging do not depend on the target, and both "meets the
-    target" and "can be judged" only get harder as the rate rises, so a looser target never
-    finds a lower rate, to the grid point."""
+    k: int | None
+    rate: float
+    capped: bool
+
+
+def _probe(tasks, sc, protocol, strong, weak, rate: float, srch: Search) -> tuple[RateProbe, bool]:
+    """One probe of ``rate``, and whether it judged the rate (:func:`judgeable`). A probe within
+    the target but too short to judge its rate runs again on the tasks repeated, until its
+    arrivals span steady_spans of its own p95 (at most max_probe_tasks tasks). One already over
+    the target fails the rate: a longer run of the same load only queues more."""
+    work = tasks
+    rows = _run(work, sc, protocol, rate, strong, weak)
+    p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
+    while (p95 <= srch.latency_p95_s and rate > judgeable(len(work), p95, srch)
+           and len(work) < srch.max_probe_tasks):
+        work = _longer(tasks, len(work), p95, rate, srch)
+        rows = _run(work, sc, protocol, rate, strong, weak)
+        p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
+    good = p95 <= srch.latency_p95_s
+    return RateProbe(rate, p50, p95, good, strong, weak), not good or rate <= judgeable(len(work), p95, srch)
+
+
+def _bisect(tasks, sc, protocol, strong, weak, start, srch: Search, probes: list,
+            lo: int | None = None, hi: int | None = None) -> Edge:
+    """The largest rate with p95 <= target that a probe can judge (:func:`judgeable`), on the
+    fixed grid start·(1 + rel_tol)^k, by a search of two probes a round run side by side
+    (:func:`costsim.distributed.fork_map`, ``srch.workers``): outward by factors of 2 and 4
+    until the edge is bracketed, then by thirds. ``lo``/``hi``, where given, are grid points already
+    known to pass/fail (not probed again). The rounds do not depend on the workers, so neither
+    does the answer; Edge(None, 0.0, False) if even start/1024 fails.
+
+    The grid and the judging do not depend on the target, and both "meets the target" and "can
+    be judged" only get harder as the rate rises, so a looser target never finds a lower rate,
+    to the grid point. Where probes disagree with that order (noise), a round takes its lowest
+    failing point as the edge's upper side and passes only below it."""
     g = 1.0 + srch.rel_tol
-    seen: dict[int, tuple[bool, bool]] = {}
+    seen: dict[int, tuple[bool, bool]] = {}  # k -> (met the target and judged, judged)
 
-    def ok(k):  # (meets the target and is judged, judged)
-        if k not in seen:
-            rate, work = start * g**k, tasks
-            rows = _run(work, sc, protocol, rate, strong, weak)
-            p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
-            # A probe within the target but too short to judge its rate runs again on the tasks
-            # repeated, until its arrivals span steady_spans of its own p95 (at most
-            # max_probe_tasks tasks). One already over the target fails the rate: a longer run
-            # of the same load only queues more.
-            while (p95 <= srch.latency_p95_s and rate > judgeable(len(work), p95, srch)
-                   and len(work) < srch.max_probe_tasks):
-                work = _longer(tasks, len(work), p95, rate, srch)
-                rows = _run(work, sc, protocol, rate, strong, weak)
-                p50, p95, _ = latency_percentiles(rows, srch.warmup, srch.cooldown)
-            good = p95 <= srch.latency_p95_s
-            judged = not good or rate <= judgeable(len(work), p95, srch)
-            probes.append(RateProbe(rate, p50, p95, good, strong, weak))
-            seen[k] = (good and judged, judged)
-        return seen[k]
+    def run(ks):
+        ks = [k for k in dict.fromkeys(ks) if k not in seen]
+        for k, (probe, judged) in zip(ks, fork_map(
+                lambda k: _probe(tasks, sc, protocol, strong, weak, start * g**k, srch), ks, srch.workers)):
+            probes.append(probe)
+            seen[k] = (probe.feasible and judged, judged)
+        return ks
 
     floor = -math.ceil(math.log(1024) / math.log(g))
+    d = math.ceil(math.log(2) / math.log(g))  # grid points in a factor of 2
     budget = srch.max_probes
-    lo, hi, step = None, None, 1
-    k = 0
-    while budget > 0 and (lo is None or hi is None):  # bracket the edge
-        budget -= 1
-        if ok(k)[0]:
-            lo, k = k, k + step
-        else:
-            hi, k = k, k - step
-            if k < floor:
-                return 0.0, False
+    while budget > 0:
         if lo is not None and hi is not None:
-            break
-        step *= 2
-        if lo is not None and hi is None:
-            k = lo + step
-        elif hi is not None and lo is None:
-            k = max(hi - step, floor)
+            if hi - lo <= 1:
+                break
+            ks = sorted({lo + max(1, round((hi - lo) / 3)), lo + max(1, round(2 * (hi - lo) / 3))} - {hi})
+        elif hi is None:  # rising: 2 and 4 times the rate (first: the start and twice it)
+            ks = [0, d] if lo is None else [lo + d, lo + 2 * d]
+        else:  # falling: a half and a quarter
+            ks = [max(hi - d, floor), max(hi - 2 * d, floor)]
+        ks = run(ks[:budget])
+        budget -= len(ks)
+        for k in sorted(ks):
+            if seen[k][0]:
+                if hi is None or k < hi:
+                    lo = k if lo is None else max(lo, k)
+            elif hi is None or k < hi:
+                hi = k
+        if lo is None and hi is not None and hi <= floor:
+            return Edge(None, 0.0, False)
     if lo is None:
-        return 0.0, False
-    if hi is None:  # out of probes while still rising: the last rate that passed
-        return start * g**lo, False
-    while budget > 0 and hi - lo > 1:
-        budget -= 1
-        mid = (lo + hi) // 2
-        if ok(mid)[0]:
-            lo = mid
-        else:
-            hi = mid
-    return start * g**lo, not seen[hi][1]
+        return Edge(None, 0.0, False)
+    return Edge(lo, start * g**lo, hi is not None and hi in seen and not seen[hi][1])
 
 
 def judgeable(n_tasks: int, p95_s: float, srch: Search) -> float:
@@ -224,31 +245,39 @@ def search_cell(tasks, sc: Scenario, protocol: str, srch: Search = Search()) -> 
         return cell
     start = 1.0 / max(mean_0, 1e-9)  # one task in flight on average
     if not (uses_strong and uses_weak):
-        strong, weak = (1, AMPLE) if uses_strong else (AMPLE, 1)
-        cell.rate, cell.capped = _bisect(tasks, sc, protocol, strong, weak, start, srch, cell.probes)
-        cell.feasible = cell.rate > 0
+        edge = _bisect(tasks, sc, protocol, *((1, AMPLE) if uses_strong else (AMPLE, 1)), start, srch, cell.probes)
+        cell.rate, cell.capped, cell.feasible = edge.rate, edge.capped, edge.rate > 0
         return cell
-    def alone(pool):  # one pool's rate with the other ample: the two searches are independent
-        probes: list = []
-        rate, _ = _bisect(tasks, sc, protocol, *((1, AMPLE) if pool == "strong" else (AMPLE, 1)), start, srch, probes)
-        return rate, probes
-
-    (rs, probes_s), (rw, probes_w) = fork_map(alone, ("strong", "weak"), srch.workers)
-    cell.probes += probes_s + probes_w  # in the serial order
+    strong_alone, weak_alone = (_bisect(tasks, sc, protocol, *pools, start, srch, cell.probes)
+                                for pools in ((1, AMPLE), (AMPLE, 1)))
+    rs, rw = strong_alone.rate, weak_alone.rate
     cell.pool_rates = {"strong": rs, "weak": rw}
     if rs <= 0 or rw <= 0:
         return cell
     # Both pools add latency, so a cell of 1 strong and rs/rw weak replicas sustains less than
     # either pool alone. While the weak side is what limits the cell, give it more replicas.
+    # Searches of a cell start at rs: their grid point 1 is the one the strong replica alone
+    # failed, so it fails here too (known; unless that search only stopped at what it could
+    # judge). More weak replicas sustain no less (assumed, as the bisection assumes an order in
+    # rate): a refinement on the same grid only searches above the last edge, as if the next
+    # point passed, and is kept only if it gains more than the resolution (2 grid points).
     w = min(max(math.ceil(rs / rw - 1e-9), 1), srch.max_weak_per_strong)
+    last = None  # (grid start, edge) of the cell kept so far
     for _ in range(1 + srch.refinements):
-        rate, capped = _bisect(tasks, sc, protocol, 1, w, min(rs, w * rw), srch, cell.probes)
-        if rate > cell.rate * (1.0 + srch.rel_tol):
-            cell.weak, cell.rate, cell.capped = w, rate, capped
+        grid = min(rs, w * rw)
+        over = 1 if grid == rs and not strong_alone.capped else None
+        if last and last[0] == grid:
+            edge = _bisect(tasks, sc, protocol, 1, w, grid, srch, cell.probes, lo=last[1].k + 1, hi=over)
+            if edge.k < last[1].k + 2:
+                break
         else:
+            edge = _bisect(tasks, sc, protocol, 1, w, grid, srch, cell.probes, hi=over)
+        if not edge.rate > cell.rate * (1.0 + srch.rel_tol):
             break
-        nxt = min(math.ceil(w * rs / rate - 1e-9), srch.max_weak_per_strong)
-        if rate >= rs / (1.0 + srch.rel_tol) or nxt <= w:
+        cell.weak, cell.rate, cell.capped = w, edge.rate, edge.capped
+        last = (grid, edge)
+        nxt = min(math.ceil(w * rs / edge.rate - 1e-9), srch.max_weak_per_strong)
+        if edge.rate >= rs / (1.0 + srch.rel_tol) or nxt <= w:
             break
         w = nxt
     cell.feasible = cell.rate > 0

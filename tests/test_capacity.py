@@ -369,9 +369,8 @@ def test_an_infeasible_protocol_has_the_feasible_ones_keys():
 
 
 def test_capacity_on_several_processes_is_bit_identical_to_one():
-    """The protocols, and a cell's two lone-pool searches, are independent runs: on forked
-    processes (costsim.distributed.fork_map) the answer is the serial one, to the bit. SpecAgent
-    alone: its two lone-pool searches are the ones forked (the protocols are, in the same way)."""
+    """A search round's two probes are independent runs: on forked processes
+    (costsim.distributed.fork_map) the answer is the serial one, to the bit."""
     from costsim import api
 
     kw = dict(latency_p95="120s", protocols="specagent")
@@ -390,3 +389,44 @@ def test_fork_map_keeps_order_runs_closures_and_maps_serially_inside_a_worker():
     assert nested == [[0, 1, 2], [0, 2, 4]]
     done = []
     assert fork_map(lambda x: -x, [5], workers=2, done=lambda: done.append(1)) == [-5] and done == [1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(edge=st.floats(1e-4, 1e4), start=st.floats(0.01, 10.0), tol=st.sampled_from([0.01, 0.05, 0.3]),
+       hint=st.integers(-3, 3))
+def test_the_rate_search_finds_the_grid_edge_in_few_probes(edge, start, tol, hint):
+    """On a rate order that holds (pass up to ``edge`` tasks/s, fail above), the two-probe
+    search finds the last grid point at or under the edge, from nothing known or from bounds
+    known around it: rounds of two probes, each a factor of 4 outward until the edge is
+    bracketed, then each a third of the bracket."""
+    g = 1.0 + tol
+    calls = []
+
+    def probe(tasks, sc, protocol, strong, weak, rate, srch):
+        calls.append(rate)
+        return cap.RateProbe(rate, rate, rate, rate <= edge, strong, weak), True
+
+    srch = cap.Search(rel_tol=tol, workers=1, max_probes=200)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cap, "_probe", probe)
+        _edge_searches(srch, edge, start, g, hint, calls)
+
+
+def _edge_searches(srch, edge, start, g, hint, calls):
+    truth = math.floor(math.log(edge / start) / math.log(g) + 1e-9)
+    floor = -math.ceil(math.log(1024) / math.log(g))
+    found = cap._bisect([], None, "x", 1, 1, start, srch, [])
+    if truth < floor:  # under start/1024: nothing passes
+        assert found.k is None and found.rate == 0.0
+        return
+    assert found.k == truth and not found.capped
+    d = math.ceil(math.log(2) / math.log(g))
+    span = abs(truth) + 1
+    # outward a factor of 4 a round (2 probes), then a third of the bracket a round
+    assert len(calls) <= (span / d + 2) + 2 * (math.log(2 * d, 3) + 2)
+    # From known bounds around the edge (as a refinement starts): the same edge, none re-probed.
+    calls.clear()
+    lo, hi = truth - 1 - abs(hint), truth + 1 + abs(hint)
+    again = cap._bisect([], None, "x", 1, 1, start, srch, [], lo=lo, hi=hi)
+    assert again.k == truth and {start * g**lo, start * g**hi}.isdisjoint(calls)
+    assert len(calls) <= 2 * (math.log(hi - lo, 3) + 1)
