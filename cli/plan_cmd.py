@@ -67,6 +67,13 @@ def plan(
         target_missed(res["why_none"])
 
 
+def _cells(r) -> str:
+    """The cell a confirmation simulated: 'one of 8 cells (1 strong + 8 weak) at 12.5 tasks/s'."""
+    c = r["simulated"]
+    return (f"one of {c['cells']} cells ({c['strong_replicas']} strong + {c['weak_replicas']} weak) "
+            f"at {c['task_rate_per_cell']:.3g} tasks/s")
+
+
 def _where(c, strong: int, weak: int) -> str:
     """The fleet in words: replicas of each pool, and the API behind the strong model."""
     out = []
@@ -99,7 +106,7 @@ def render(res: dict) -> str:
         for s, r in res["confirmed"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
             grown = (f", grown {r['grown']}x" if r["grown"] else "") + (
-                "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three targets")
+                "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three of their p95s")
             lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['fleet_gpus']} GPUs, "
                          f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
                          f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target"
@@ -113,8 +120,8 @@ def render(res: dict) -> str:
         proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
         lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['fleet_gpus']} GPUs, "
                   f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1,000 "
-                  f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']} tasks"
-                  + ("" if r["steady"] else ", fewer than arrive in three targets at this rate: a p95 that may be low") + ")",
+                  f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']:,} tasks over "
+                  f"{_cells(r)}" + ("" if r["steady"] else "; too few to be steady: a p95 that may be low") + ")",
                   f"  why: {res['why']}"]
     if res.get("specagent_pays"):
         lines.append(f"  {res['specagent_pays']['text']}")

@@ -105,14 +105,20 @@ class Cell:
     probes: list = field(default_factory=list)
 
 
-def latency_percentiles(rows, warmup: float = 0.2, cooldown: float = 0.1) -> tuple[float, float, float]:
-    """(p50, p95, mean) of task wall time over the steady part of a run (by arrival order)."""
+def steady_walls(rows, warmup: float = 0.2, cooldown: float = 0.1) -> np.ndarray:
+    """Task wall times (s) over the steady part of a run: by arrival order, the first
+    ``warmup`` and last ``cooldown`` fraction left out (all kept where too few are left)."""
     rows = sorted(rows, key=lambda r: r["task_index"])
     n = len(rows)
     lo, hi = int(math.floor(n * warmup)), n - int(math.floor(n * cooldown))
     if hi - lo < max(2, n // 4):  # too few tasks to trim: use them all
         lo, hi = 0, n
-    w = np.array([r["wall_s"] for r in rows[lo:hi]], float)
+    return np.array([r["wall_s"] for r in rows[lo:hi]], float)
+
+
+def latency_percentiles(rows, warmup: float = 0.2, cooldown: float = 0.1) -> tuple[float, float, float]:
+    """(p50, p95, mean) of task wall time over the steady part of a run (:func:`steady_walls`)."""
+    w = steady_walls(rows, warmup, cooldown)
     return float(np.percentile(w, 50)), float(np.percentile(w, 95)), float(w.mean())
 
 
@@ -308,6 +314,22 @@ def _weak_per_cell(cell: Cell, cell_rate: float) -> int:
     return min(max(math.ceil(cell.weak * cell_rate / cell.rate - 1e-9), 1), cell.weak)
 
 
+def steady_run(tasks, sc: Scenario, protocol: str, rate: float, strong: int, weak: int,
+               srch: Search = Search(), at_least: int = 0):
+    """One cell (``strong``/``weak`` replicas, or AMPLE) at ``rate`` tasks/s of Poisson
+    arrivals, judged as a probe is (:func:`judgeable`): the tasks repeated, from ``at_least``
+    of them, until the arrivals span ``steady_spans`` of the run's own p95 (at most
+    ``max_probe_tasks``). Returns (rows, p50 s, p95 s, mean s, whether it got steady)."""
+    work = repeated(tasks, max(len(tasks), min(at_least, srch.max_probe_tasks)))
+    while True:
+        rows = _run(work, sc, protocol, rate, strong, weak)
+        p50, p95, mean = latency_percentiles(rows, srch.warmup, srch.cooldown)
+        steady = rate <= judgeable(len(work), p95, srch)
+        if steady or len(work) >= srch.max_probe_tasks:
+            return rows, p50, p95, mean, steady
+        work = _longer(tasks, len(work), p95, rate, srch)
+
+
 def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Search = Search()) -> dict:
     """Simulate one cell at its share of ``task_rate``: latency, running batches, sessions.
 
@@ -318,14 +340,7 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
     rate = task_rate / n
     s_sim = cell.strong or AMPLE
     w_sim = _weak_per_cell(cell, rate) or AMPLE
-    work = tasks
-    while True:  # judged as a probe is (judgeable), its tasks repeated as a probe's are
-        rows = _run(work, sc, cell.protocol, rate, s_sim, w_sim)
-        p50, p95, mean = latency_percentiles(rows, srch.warmup, srch.cooldown)
-        steady = rate <= judgeable(len(work), p95, srch)
-        if steady or len(work) >= srch.max_probe_tasks:
-            break
-        work = _longer(tasks, len(work), p95, rate, srch)
+    rows, p50, p95, mean, steady = steady_run(tasks, sc, cell.protocol, rate, s_sim, w_sim, srch)
     r0 = rows[0]
     in_flight = rate * mean  # Little's law over the steady part, per cell
     return {
@@ -341,7 +356,7 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
         "weak_calls_per_task": float(np.mean([r["weak_calls"] for r in rows])),
         "api_cost_per_task_usd": float(np.mean([r.get("api_cost_usd", 0.0) for r in rows])),
         "simulated": {"cells": n, "task_rate_per_cell": rate, "strong_replicas": cell.strong,
-                      "weak_replicas": w_sim if cell.weak else 0, "tasks": len(work),
+                      "weak_replicas": w_sim if cell.weak else 0, "tasks": len(rows),
                       "steady": steady},
     }
 

@@ -377,11 +377,12 @@ def test_confirmation_goes_on_while_an_unconfirmed_candidate_could_be_cheaper(mo
     monkeypatch.setattr(recommendation, "confirm", confirm)
     monkeypatch.setattr(recommendation, "specagent_payoff_of", lambda *a: None)
     base = Scenario(strong=None, weak=None)
-    res = P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3)
+    # one process: the recorded calls are this one's (the first three are confirmed side by side elsewhere)
+    res = P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=3, workers=1)
     assert asked == [3.0, 3.5, 3.8, 4.0]
     assert res["recommended"][1]["cost_per_1k_tasks_usd"] == 4.2
     asked.clear()
-    P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1)  # at most CONFIRM_AT_MOST x 1
+    P.recommend([], base, 1.0, 60.0, [cfg] * 5, {}, confirm_top=1, workers=1)  # at most CONFIRM_AT_MOST x 1
     assert asked == [3.0, 3.5, 3.8][:P.CONFIRM_AT_MOST]
 
 
@@ -444,3 +445,42 @@ def test_plan_state_pieces_of_the_wrong_shape_are_computed_again_and_one_plan_wr
     with exclusive(st, "plan"):
         assert main(argv) == 2
     assert "another plan" in capsys.readouterr().err
+
+
+@settings(max_examples=200, deadline=None)
+@given(strong=st.integers(0, 60), weak=st.integers(0, 200), at_least=st.integers(1, 40))
+def test_a_fleet_confirmed_as_cells_keeps_its_strong_pool_and_grows_its_weak_pool_least(strong, weak, at_least):
+    """Identical cells that make up the fleet: the strong pool as screened, the weak pool grown
+    by fewer replicas than a strong pool (none where the fleet already splits into enough)."""
+    from costsim.planner.recommendation import cells_of
+
+    if not strong and not weak:
+        return
+    cells, cs, cw = cells_of(strong, weak, at_least)
+    assert cells * cs == strong and weak <= cells * cw
+    if strong and weak:
+        assert cells * cw - weak < strong and cells == math.gcd(strong, cells * cw)
+        if math.gcd(strong, weak) >= at_least:
+            assert cells * cw == weak
+        else:  # as many cells as asked for, or as many as there are strong replicas
+            assert cells >= min(at_least, strong) or cells == strong
+            assert all(math.gcd(strong, w) < at_least for w in range(weak, cells * cw))
+    else:
+        assert cells == max(strong, weak) and (cs, cw) == (int(strong > 0), int(weak > 0))
+
+
+def test_a_confirmation_at_a_high_rate_is_steady_and_simulates_one_cell():
+    """At 100 tasks/s the whole fleet would need tens of thousands of tasks to be steady; one
+    of its cells at its share needs few (issue 35: before 2026-12-02, 10,000 tasks of the
+    whole fleet, 'not steady')."""
+    from costsim import api
+
+    res = api.plan(100.0, latency_p95="120s", devices="b200", K="2", confirm=1).to_dict()
+    r = res["confirmed"][0]["simulated"]
+    cell = r["simulated"]
+    assert r["steady"] and cell["steady"] and cell["cells"] > 1
+    assert cell["cells"] * cell["strong_replicas"] == r["strong_replicas"]
+    assert cell["cells"] * cell["weak_replicas"] == r["weak_replicas"]
+    assert cell["task_rate_per_cell"] == pytest.approx(100.0 / cell["cells"])
+    # steady by capacity's rule: arrivals span 3 of the run's own p95 (a cell's p95 is the fleet's)
+    assert cell["tasks"] / cell["task_rate_per_cell"] >= 3 * r["latency_p95_s"] and r["tasks_simulated"] == cell["tasks"]

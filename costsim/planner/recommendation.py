@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..config import COMMANDS
+from ..distributed import fork_map
 from ..fleet_cost import usd_per_1k_tasks, usd_per_gpu_hour
 from ..payoff import Payoff, specagent_payoff
 from ..protocols import PROTOCOLS, drafts, on_api, payoff_judges
@@ -18,38 +19,64 @@ from .screening import State, _apis, search
 from .space import Config, scenario_of
 
 
-def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
-    """The screened fleet simulated at ``task_rate`` (Poisson arrivals over all its replicas,
-    enough tasks — the given ones, repeated — that arrivals span as many targets as capacity's
-    steady-state rule asks of a probe, ``Search.steady_spans``); while its p95 misses the
-    target, each pool grows by a tenth (at least one replica), at most ``grow`` times. Returns
-    the replicas it confirms, their p95 and cost; ``steady`` is False where capacity's longest
-    probe, ``Search.max_probe_tasks`` tasks, arrives in less than that span."""
-    from ..capacity_search import Search, _run, latency_percentiles, repeated
+def cells_of(strong: int, weak: int, at_least: int = 1) -> tuple[int, int, int]:
+    """A fleet of ``strong`` and ``weak`` replicas as identical cells: ``(cells, strong per
+    cell, weak per cell)``. Tasks spread evenly over replicas interact only within the
+    gcd(strong, weak) cells of a fleet; where that is fewer than ``at_least``, the weak pool
+    grows by the fewest replicas that make it as many (or, failing that, a cell per strong
+    replica, as capacity plans). A pool of none (Strong-only's weak, an API's strong) gives
+    cells of one replica of the other."""
+    if not (strong and weak):
+        n = max(strong, weak)
+        return n, int(strong > 0), int(weak > 0)
+    top = -(-weak // strong) * strong  # a multiple of strong: a cell per strong replica
+    w = next((w for w in range(weak, top) if math.gcd(strong, w) >= at_least), top)
+    g = math.gcd(strong, w)
+    return g, strong // g, w // g
 
-    c, spans = s.config, Search().steady_spans
-    n = max(len(tasks), min(math.ceil(spans * target_s * task_rate), Search().max_probe_tasks))
-    work = repeated(tasks, n)
-    reps = {"strong": s.strong_replicas, "weak": s.weak_replicas}
+
+def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_table: dict, grow: int = 8) -> dict:
+    """The screened fleet simulated at ``task_rate``, as identical cells (:func:`cells_of`: as
+    many as a steady run of one needs, the weak pool grown to them where the fleet splits
+    into fewer), tasks spread evenly over the cells: one cell at its share of the rate, as a
+    Poisson stream (burstier than an even spread: conservative), stands for all,
+    simulated as capacity simulates its operating point
+    (:func:`~costsim.capacity_search.steady_run`: arrivals spanning ``steady_spans`` of its own
+    p95, at most ``max_probe_tasks`` tasks). While the p95 misses the target, each pool grows
+    by a tenth (at least one replica), at most ``grow`` times. Returns the replicas it confirms,
+    their p95 and cost; ``steady`` is False where the longest run was still too short."""
+    from ..capacity_search import Search, steady_run
+
+    c, srch = s.config, Search()
+    sc = scenario_of(base, c)
+    strong, weak = s.strong_replicas, s.weak_replicas
+    # the tasks a steady run of the whole fleet needs at the screen's p95 (most runs are steady
+    # at once from there), and so the fewest cells whose share a run of max_probe_tasks can hold
+    need = 1.2 * srch.steady_spans * s.p95_s * task_rate
     for attempt in range(grow + 1):
-        rows = _run(work, scenario_of(base, c), c.protocol, task_rate, max(reps["strong"], 1), max(reps["weak"], 1))
-        p50, p95, _ = latency_percentiles(rows)
+        cells, cs, cw = cells_of(strong, weak, math.ceil(need / srch.max_probe_tasks))
+        strong, weak = cells * cs, cells * cw
+        share = task_rate / cells
+        rows, p50, p95, _, steady = steady_run(tasks, sc, c.protocol, share, max(cs, 1), max(cw, 1), srch,
+                                               math.ceil(need / cells))
         if p95 <= target_s or attempt == grow:
             break
-        reps = {k: v + max(1, math.ceil(v / 10)) if v else 0 for k, v in reps.items()}
-    gpus = {k: reps[k] * d.n_devices for k, d in (("strong", c.strong), ("weak", c.weak)) if d is not None and reps[k]}
+        strong, weak = (v + max(1, math.ceil(v / 10)) if v else 0 for v in (strong, weak))
+    gpus = {k: n * d.n_devices for k, n, d in (("strong", strong, c.strong), ("weak", weak, c.weak)) if d is not None and n}
     usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
                 for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
     api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
-    return {"strong_replicas": reps["strong"], "weak_replicas": reps["weak"],
+    return {"strong_replicas": strong, "weak_replicas": weak,
             "fleet_gpus": sum(gpus.values()), "strong_fleet_gpus": gpus.get("strong", 0),
             "weak_fleet_gpus": gpus.get("weak", 0),
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
             "cost_per_1k_tasks_usd": usd_per_1k_tasks(usd_h, task_rate, api),
-            "api_cost_per_1k_tasks_usd": 1000.0 * api, "tasks_simulated": n,
-            "steady": n >= spans * target_s * task_rate,
-            "grown": attempt, "strong_batch": rows[0]["strong_mean_batch"] if reps["strong"] else None,
-            "weak_batch": rows[0]["weak_mean_batch"] if reps["weak"] else None}
+            "api_cost_per_1k_tasks_usd": 1000.0 * api,
+            "simulated": {"cells": cells, "strong_replicas": cs, "weak_replicas": cw, "task_rate_per_cell": share,
+                          "tasks": len(rows), "steady": steady},
+            "tasks_simulated": len(rows), "steady": steady, "grown": attempt,
+            "strong_batch": rows[0]["strong_mean_batch"] if strong else None,
+            "weak_batch": rows[0]["weak_mean_batch"] if weak else None}
 
 
 def specagent_payoff_of(base, s: Screened, tasks) -> Payoff:
@@ -82,24 +109,36 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
     screened = search(tasks, base, task_rate, target_s, configs, price_table, progress, scheduler, workers, state)
     front = pareto(screened)
     feasible = [s for s in screened if s.feasible]
-    confirmed = []
     usd = usd_per_gpu_hour(price_table)  # the key of a confirmation: the prices, not their ages (they change daily)
-    for i, s in enumerate(feasible[:CONFIRM_AT_MOST * confirm_top]):
+
+    def confirmed_of(batch) -> list:
+        """(candidate, confirmation) for each of ``batch``: kept ones from the state, the rest
+        side by side on ``workers`` processes (independent runs: the same as one by one)."""
+        keys = [(tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]), "cells") for s in batch]
+        got = [state.get("confirm", k, valid=lambda v: isinstance(v, dict) and "meets_target" in v) if state else None
+               for k in keys]
+        new = iter(fork_map(lambda s: confirm(tasks, base, s, task_rate, target_s, price_table),
+                            [s for s, r in zip(batch, got) if r is None], workers))
+        out = []
+        for s, k, r in zip(batch, keys, got):
+            if r is None:
+                r = next(new)
+                if state:
+                    state.put("confirm", k, r)
+            out.append((s, r))
+            if progress:
+                progress(0)
+        return out
+
+    confirmed = confirmed_of(feasible[:confirm_top])
+    for s in feasible[confirm_top:CONFIRM_AT_MOST * confirm_top]:
         # Past the first confirm_top, go on while a candidate could still beat the best confirmed
         # one: a confirmation only adds replicas, so its screened cost bounds its cost from below.
-        if i >= confirm_top and s.cost_per_1k >= min(
-                (r["cost_per_1k_tasks_usd"] for _, r in confirmed
-                 if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None), default=math.inf):
+        if s.cost_per_1k >= min((r["cost_per_1k_tasks_usd"] for _, r in confirmed
+                                 if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None),
+                                default=math.inf):
             break
-        inputs = (tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]))
-        res = state.get("confirm", inputs, valid=lambda v: isinstance(v, dict) and "meets_target" in v) if state else None
-        if res is None:
-            res = confirm(tasks, base, s, task_rate, target_s, price_table)
-            if state:
-                state.put("confirm", inputs, res)
-        confirmed.append((s, res))
-        if progress:
-            progress(0)
+        confirmed += confirmed_of([s])
     ok = [(s, r) for s, r in confirmed if r.get("meets_target") and r.get("cost_per_1k_tasks_usd") is not None]
     rec = min(ok, key=lambda sr: sr[1]["cost_per_1k_tasks_usd"]) if ok else None
     out = {"task_rate_per_s": task_rate, "latency_p95_target_s": target_s, "configurations": len(configs),
@@ -191,8 +230,11 @@ ASSUMPTIONS = [
     "batching server whose decode slows by f(B) (roofline decode time at batch B over batch 1, at the tasks' "
     "mean context) and by the share of time other calls' prefills take; task p95 scaled from its "
     "uncontended p95 (docs/plan.md states its error against the simulator)",
-    "confirmed: the screened fleet simulated at the task rate (Poisson arrivals, round-robin over replicas), "
-    "p95 over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",
+    "confirmed: the screened fleet as gcd(strong, weak) identical cells, tasks spread evenly over the cells (where "
+    "that is too few cells for a steady run of one, the weak pool grows by the fewest replicas that make enough, at "
+    "most to a cell per strong replica, as capacity plans); one cell simulated at its share of the task rate "
+    "as Poisson arrivals (burstier than an even spread: conservative), until its arrivals span 3 of its own p95s; p95 "
+    "over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",
     "cost: every replica paid by the hour at the on-demand list prices below, busy or idle",
 ]
 
