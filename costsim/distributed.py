@@ -1,7 +1,7 @@
 """Generic runners of a function over independent items: on a Dask cluster or a local one
-(:func:`run_dask`: sweeps, plan's screen), or on forked processes of this machine
-(:func:`fork_map`: capacity's protocols; a fork starts in ~50 ms where a Dask cluster takes
-seconds). They know nothing of what they run. Dask is imported only when it runs.
+(:func:`run_dask`: sweeps, plan's screen, a fleet's cells), or on forked processes of this
+machine (:func:`fork_map`: capacity's protocols, a fleet's cells; a fork starts in ~50 ms where
+a Dask cluster takes seconds). They know nothing of what they run. Dask is imported only when it runs.
 """
 
 from __future__ import annotations
@@ -37,14 +37,18 @@ def fork_map(fn, items, workers: int | None = None, done=None) -> list:
     """``[fn(x) for x in items]``, computed on up to ``workers`` forked processes (default: the
     CPUs), in order; ``done()`` after each item, in order. ``fn`` may be a closure: the workers
     inherit it by fork, only the results are pickled. Serial where there is one item or worker,
-    no fork, or inside another fork_map's worker (the results are the same either way: each item
-    must depend on its inputs alone)."""
+    no fork, inside another fork_map's worker or any daemonic process (a Dask worker's: it may
+    not have children), or off the main thread (a threaded Dask worker: the job under way is
+    one per process, and forking a threaded process is unsafe); the results are the same either
+    way: each item must depend on its inputs alone."""
     global _JOB
     import multiprocessing as mp
+    import threading
 
     items = list(items)
     n = min(workers or max_workers(), len(items))
-    if n <= 1 or _IN_WORKER or "fork" not in mp.get_all_start_methods():
+    if (n <= 1 or _IN_WORKER or "fork" not in mp.get_all_start_methods() or mp.current_process().daemon
+            or threading.current_thread() is not threading.main_thread()):
         out = []
         for x in items:
             out.append(fn(x))

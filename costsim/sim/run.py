@@ -4,6 +4,15 @@ Every protocol runs in its own SimPy environment, on its own replicas, over the 
 with the same per-task random streams (common random numbers: the ratios between protocols are
 paired). Sessions are closed-loop (``sessions`` agents each working through tasks back to
 back) or open-loop (tasks arriving as a Poisson process of ``arrival_rate`` per second).
+
+Task ``i`` is served by strong replica ``i % S`` and weak replica ``i % W`` (all its calls).
+Two tasks interact only through a replica they share, so an open-loop fleet is exactly
+``g = gcd(S, W)`` independent *cells*: cell ``c`` holds the tasks, the strong and the weak
+replicas whose index is ``c`` modulo ``g``. :func:`simulate` runs such a fleet cell by cell
+(each cell in an environment of its own, on forked processes or a Dask cluster), with rows
+bit-identical to the whole-fleet run (:func:`_run_protocol`), which stays the reference. A
+closed-loop run does not split (its sessions pull from one queue), nor does a protocol whose
+strong model is an API (one server for every task: ``g = 1``).
 """
 
 from __future__ import annotations
@@ -15,63 +24,83 @@ import simpy
 
 from .. import protocols
 from ..acceptance import parse_p_dist
+from ..distributed import fork_map, max_workers, run_dask
 from ..scenario import Scenario, check, protocol_options, replica_costs
 from . import hosted
 from .agent import TaskRun
 from .replica import Replica
 
+#: Chunks of cells per worker: a few, so that a slow chunk does not leave the others idle,
+#: and not one per cell, so that 1,000 cells do not pay 1,000 round trips to a worker.
+CHUNKS_PER_WORKER = 4
+#: Chunks of cells on a Dask cluster (``scheduler``) when ``workers`` does not size it.
+DASK_CHUNKS = 64
+#: With ``workers=None``, at least this many tasks per forked worker: a fork pool costs about
+#: 50 ms to start, what ~125 SpecAgent tasks cost to simulate (benchmarks/bench_cells.py), so
+#: a small run stays in this process.
+MIN_TASKS_PER_WORKER = 500
 
-def simulate(tasks, sc: Scenario, progress=None) -> list[dict]:
+
+def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, scheduler: str | None = None,
+             cells: bool = True) -> list[dict]:
     """Rows (dicts) of per-task metrics for every protocol of the scenario, in task order.
 
-    ``progress``, if given, is called with the number of tasks finished since the last call.
+    ``progress``, if given, is called with the number of tasks finished since the last call
+    (per task in this process; per chunk of cells from other processes). An open-loop fleet
+    that splits into independent cells (module docstring) is run cell by cell unless ``cells``
+    is False (the whole-fleet reference run): on ``workers`` forked processes (None: the CPUs,
+    at most one per :data:`MIN_TASKS_PER_WORKER` tasks; 1: in this process), or on the Dask
+    cluster at ``scheduler`` if given. The rows are the same, bit for bit, whichever way.
     """
     check(sc)
     root = np.random.SeedSequence(sc.seed)  # task i's stream: its i-th child (LazyGenerator)
     rows = []
     for name in sc.protocols:
-        rows.extend(_run_protocol(name, tasks, root, sc, progress))
+        g = n_cells(name, sc) if cells else 1
+        if g > 1:
+            rows.extend(_run_cells(name, tasks, root, sc, g, progress, workers, scheduler))
+        else:
+            rows.extend(_run_protocol(name, tasks, root, sc, progress))
     return rows
 
 
+def n_cells(name: str, sc: Scenario) -> int:
+    """How many independent cells protocol ``name`` of ``sc`` splits into: ``gcd(S, W)`` for an
+    open-loop run on replicas of its own, else 1 (closed loop: the sessions share one queue of
+    tasks; on an API: one server takes every task's strong calls)."""
+    if not sc.arrival_rate or protocols.on_api(name):
+        return 1
+    return math.gcd(int(sc.strong_replicas), int(sc.weak_replicas))
+
+
+# --- the whole fleet in one environment: the reference -------------------------------------------
+
+
 def _run_protocol(name, tasks, root, sc: Scenario, progress):
+    """Protocol ``name``'s rows, the whole fleet in one environment (every closed-loop run,
+    and the reference of the cell-by-cell one). Its horizon, ``makespan_s``, is the time of its
+    last event: in an open loop, at least the end of the arrival process's last wait, one
+    interarrival after the last task arrived."""
     env = simpy.Environment()
     on_api = protocols.on_api(name)
     if on_api:
         strong, weak = hosted.replicas(env, sc)
     else:
-        (s_coef, s_call_s), (w_coef, w_call_s) = replica_costs(sc)
-        pool = None if sc.kv_cap else math.inf
-        strong = [Replica(env, sc.strong, f"strong{i}", *sc.limits(sc.strong), s_call_s, s_coef, pool)
-                  for i in range(sc.strong_replicas)]
-        weak = [Replica(env, sc.weak, f"weak{i}", *sc.limits(sc.weak), w_call_s, w_coef, pool)
-                for i in range(sc.weak_replicas)]
-    proc = protocols.get(name, **protocol_options(sc))
-    make_acceptance = parse_p_dist(sc.p_dist, sc.p)
+        costs = replica_costs(sc)
+        strong, weak = _replicas(env, sc, costs, range(sc.strong_replicas), range(sc.weak_replicas))
     rows = [None] * len(tasks)
-
-    def begin(i):
-        rng = LazyGenerator(root, i)
-        tr = TaskRun(env, tasks[i], strong[i % len(strong)], weak[i % len(weak)], make_acceptance(rng),
-                     rng, sc.tool_latency, sc.user_latency)
-        tr.wakes_alone = True  # a session or arrival process: its start, then its own events
-        return hosted.BilledRun(tr) if on_api else tr
-
-    def end(i, tr):
-        row = tr.finish()
-        row.update(task_id=tasks[i].task_id, protocol=name, task_index=i, start_s=tr.start, end_s=tr.end)
-        rows[i] = row
-        if progress:
-            progress(1)
+    S, W = len(strong), len(weak)
+    begin, proc, end = _task_steps(env, name, root, sc, rows, progress, lambda i: (strong[i % S], weak[i % W]))
 
     if sc.arrival_rate:
         def one(i):
-            tr = begin(i)
-            yield from proc(tr, tasks[i])
-            end(i, tr)
+            task = tasks[i]
+            tr = begin(i, task)
+            yield from proc(tr, task)
+            end(i, task, tr)
 
         def arrivals():
-            rng = np.random.default_rng(np.random.SeedSequence([sc.seed, 0xA11]))
+            rng = _arrival_rng(sc)
             for i in range(len(tasks)):
                 env.process(one(i))
                 yield env.timeout(rng.exponential(1.0 / sc.arrival_rate))
@@ -81,19 +110,210 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
 
         def session():  # the task's process inlined: a level less of generators per event
             for i in queue:
-                tr = begin(i)
-                yield from proc(tr, tasks[i])
-                end(i, tr)
+                task = tasks[i]
+                tr = begin(i, task)
+                yield from proc(tr, task)
+                end(i, task, tr)
         for _ in range(min(sc.sessions, len(tasks))):
             env.process(session())
     env.run()
-    horizon = env.now
-    run_wide = {"strong_mean_batch": float(np.mean([s.mean_batch for s in strong])),
-                "weak_mean_batch": float(np.mean([w.mean_batch for w in weak])),
-                "strong_utilisation": float(sum(s.busy_s for s in strong) / (horizon * len(strong))) if horizon else 0.0,
-                "strong_kv_blocked_share": float(sum(getattr(s, "kv_blocked_s", 0.0) for s in strong)
-                                                 / max(sum(s.busy_s for s in strong), 1e-12)),
-                "makespan_s": horizon}
+    run_wide = _run_wide([_stats(s) for s in strong], [_stats(w) for w in weak], env.now)
+    for r in rows:
+        r.update(run_wide)
+    return rows
+
+
+def _replicas(env, sc: Scenario, costs, strong_ids, weak_ids) -> tuple[list, list]:
+    """``(strong, weak)`` replicas of the scenario's deployments, named by their index in the
+    fleet (``strong_ids``, ``weak_ids``); ``costs``: :func:`costsim.scenario.replica_costs`."""
+    (s_coef, s_call_s), (w_coef, w_call_s) = costs
+    pool = None if sc.kv_cap else math.inf
+    strong = [Replica(env, sc.strong, f"strong{i}", *sc.limits(sc.strong), s_call_s, s_coef, pool) for i in strong_ids]
+    weak = [Replica(env, sc.weak, f"weak{i}", *sc.limits(sc.weak), w_call_s, w_coef, pool) for i in weak_ids]
+    return strong, weak
+
+
+def _task_steps(env, name, root, sc: Scenario, rows, progress, pick):
+    """``(begin, proc, end)`` of a task's process in ``env``: ``begin(i, task)`` makes task
+    ``i``'s run on the replicas ``pick(i)`` gives (strong, weak), ``proc(tr, task)`` is the
+    protocol's process, ``end(i, task, tr)`` puts its row into ``rows[i]`` and counts it."""
+    on_api = protocols.on_api(name)
+    proc = protocols.get(name, **protocol_options(sc))
+    make_acceptance = parse_p_dist(sc.p_dist, sc.p)
+
+    def begin(i, task):
+        rng = LazyGenerator(root, i)  # by the task's index in the whole run: cells draw the same
+        strong, weak = pick(i)
+        tr = TaskRun(env, task, strong, weak, make_acceptance(rng), rng, sc.tool_latency, sc.user_latency)
+        tr.wakes_alone = True  # a session or arrival process: its start, then its own events
+        return hosted.BilledRun(tr) if on_api else tr
+
+    def end(i, task, tr):
+        row = tr.finish()
+        row.update(task_id=task.task_id, protocol=name, task_index=i, start_s=tr.start, end_s=tr.end)
+        rows[i] = row
+        if progress:
+            progress(1)
+
+    return begin, proc, end
+
+
+def _arrival_rng(sc: Scenario):
+    """The generator of the open-loop run's interarrival times (one stream for the whole run)."""
+    return np.random.default_rng(np.random.SeedSequence([sc.seed, 0xA11]))
+
+
+def _stats(rep) -> tuple[float, float, float]:
+    """What the run-wide fields need of a replica (or API server): ``(mean batch, busy
+    seconds, seconds busy while a call waited for KV room)``."""
+    return rep.mean_batch, rep.busy_s, getattr(rep, "kv_blocked_s", 0.0)
+
+
+def _run_wide(strong, weak, horizon) -> dict:
+    """The fields every row of a run gets, from its replicas' :func:`_stats` in fleet order
+    and its horizon (simulated seconds; the time of its last event). One function for both
+    the whole-fleet and the cell-by-cell run: the same sums in the same order, the same bits."""
+    busy = sum(s[1] for s in strong)
+    return {"strong_mean_batch": float(np.mean([s[0] for s in strong])),
+            "weak_mean_batch": float(np.mean([w[0] for w in weak])),
+            "strong_utilisation": float(busy / (horizon * len(strong))) if horizon else 0.0,
+            "strong_kv_blocked_share": float(sum(s[2] for s in strong) / max(busy, 1e-12)),
+            "makespan_s": horizon}
+
+
+# --- cell by cell --------------------------------------------------------------------------------
+
+
+def arrival_times(sc: Scenario, n: int) -> tuple[list[float], float]:
+    """``(times, end)``: the open-loop run's arrival time of each of ``n`` tasks (simulated
+    seconds) and the time its arrival process ends (one interarrival after the last task),
+    with the whole run's draws and float additions: SimPy puts ``env.timeout(d)`` at
+    ``now + d``, so ``t[i + 1] = t[i] + d[i]`` from ``t[0] = 0`` (its initial time)."""
+    rng, rate = _arrival_rng(sc), sc.arrival_rate
+    times, t = [], 0
+    for _ in range(n):
+        times.append(t)
+        t = t + rng.exponential(1.0 / rate)
+    return times, t
+
+
+def delays_to(now: float, t: float) -> tuple[float, ...]:
+    """Delays ``d1, d2, ...`` (seconds, >= 0) that take a clock at ``now`` to exactly ``t >=
+    now`` when added in turn, as SimPy adds a timeout's delay (``now + d``). One where ``now +
+    (t - now)`` is ``t`` (always when ``now >= t / 2``: then ``t - now`` is exact, Sterbenz);
+    else ``now + d`` can miss ``t`` for every float ``d`` (when ``d`` is in ``t``'s binade it
+    moves the sum in steps of ``t``'s ulp, and ``now``'s lower bits may fall on a tie that rounds
+    away from ``t``), so the clock first hops three quarters of the way, past ``t / 2``, from
+    where the second delay is exact."""
+    d = t - now
+    if now + d == t:
+        return (d,)
+    hop = 0.75 * d
+    m = now + hop  # in (t / 2, t): 3/4 of the way with a relative error of ~1e-16
+    d = t - m
+    if not (hop >= 0 and d >= 0 and m + d == t):  # never: see above
+        raise ArithmeticError(f"no float delays take {now!r} to {t!r}")
+    return hop, d
+
+
+def _run_cells(name, tasks, root, sc: Scenario, g: int, progress, workers, scheduler) -> list[dict]:
+    """Protocol ``name``'s rows, run as ``g`` independent cells (module docstring) grouped
+    into chunks: in this process, on forked workers, or on Dask at ``scheduler``. The run-wide
+    fields are then those of the whole fleet (:func:`_run_wide`)."""
+    n = len(tasks)
+    times, end = arrival_times(sc, n)
+    # A cell is (c, its tasks as (index, task, arrival time), ascending).
+    cell_list = [(c, [(i, tasks[i], times[i]) for i in range(c, n, g)]) for c in range(g)]
+    costs = replica_costs(sc)
+    if scheduler:
+        results = _on_dask(name, sc, root, costs, g, cell_list, progress, workers, scheduler)
+    else:
+        w = workers or max(1, min(max_workers(), n // MIN_TASKS_PER_WORKER))
+        if w <= 1:  # in this process: progress per task
+            results = [_run_cell(name, sc, root, costs, g, c, ts, progress) for c, ts in cell_list]
+        else:
+            chunks = _chunks(cell_list, CHUNKS_PER_WORKER * w)
+            sizes = iter([sum(len(ts) for _, ts in ch) for ch in chunks])
+            done = (lambda: progress(next(sizes))) if progress else None
+            per_chunk = fork_map(lambda ch: _run_chunk((name, sc, root, costs, g, ch)), chunks, w, done)
+            results = [r for rs in per_chunk for r in rs]
+    return _merge(results, n, g, sc, end)
+
+
+def _chunks(cell_list: list, k: int) -> list[list]:
+    """``cell_list`` cut into at most ``k`` runs of consecutive cells of near-equal length
+    (the cells hold near-equal numbers of tasks)."""
+    k = min(k, len(cell_list))
+    return [cell_list[j * len(cell_list) // k:(j + 1) * len(cell_list) // k] for j in range(k)]
+
+
+def _run_chunk(job) -> list[tuple]:
+    """:func:`_run_cell` of each cell of ``job = (name, sc, root, costs, g, cells)``, in order.
+    A module function of picklable arguments: Dask sends it to its workers."""
+    name, sc, root, costs, g, cells = job
+    return [_run_cell(name, sc, root, costs, g, c, ts) for c, ts in cells]
+
+
+def _on_dask(name, sc, root, costs, g, cell_list, progress, workers, scheduler) -> list[tuple]:
+    """The cells' results from the Dask cluster at ``scheduler``, in ``DASK_CHUNKS`` chunks
+    (or ``CHUNKS_PER_WORKER`` per worker where ``workers`` says how many it has)."""
+    chunks = _chunks(cell_list, CHUNKS_PER_WORKER * workers if workers else DASK_CHUNKS)
+    out = [None] * len(chunks)
+
+    def finish(k, result):
+        out[k] = result
+        if progress:
+            progress(sum(len(ts) for _, ts in chunks[k]))
+
+    run_dask(_run_chunk, [(k, (name, sc, root, costs, g, ch)) for k, ch in enumerate(chunks)], finish, scheduler)
+    return [r for rs in out for r in rs]
+
+
+def _run_cell(name, sc: Scenario, root, costs, g: int, c: int, cell_tasks, progress=None) -> tuple:
+    """Cell ``c`` of ``g`` run alone: its tasks ``cell_tasks`` (``(index, task, arrival
+    time)``, ascending) on the fleet's replicas ``c, c + g, ...`` of each side. Returns
+    ``(rows, strong stats, weak stats, horizon)``: the rows in the tasks' order, each replica's
+    :func:`_stats` in fleet order, and the time of the cell's last event. Assumes an open loop
+    on replicas of its own (:func:`n_cells`)."""
+    env = simpy.Environment()
+    S, W = int(sc.strong_replicas), int(sc.weak_replicas)
+    strong, weak = _replicas(env, sc, costs, range(c, S, g), range(c, W, g))
+    rows = {}
+    # Task i's replicas are i % S and i % W of the fleet, both = c (mod g): their place here is // g.
+    begin, proc, end = _task_steps(env, name, root, sc, rows, progress,
+                                   lambda i: (strong[i % S // g], weak[i % W // g]))
+
+    def one(i, task):
+        tr = begin(i, task)
+        yield from proc(tr, task)
+        end(i, task, tr)
+
+    def arrivals():
+        # As the whole run's arrival process, at this cell's arrivals only: resumed at exactly
+        # t, it starts the task (an urgent event at t, before any other then), then waits.
+        for i, task, t in cell_tasks:
+            if t != env.now:
+                for d in delays_to(env.now, t):  # rarely two: a hop is an event of its own, which changes no row
+                    yield env.timeout(d)
+            env.process(one(i, task))
+    env.process(arrivals())
+    env.run()
+    return [rows[i] for i, _, _ in cell_tasks], [_stats(s) for s in strong], [_stats(w) for w in weak], env.now
+
+
+def _merge(results, n: int, g: int, sc: Scenario, end) -> list[dict]:
+    """The whole run's rows, in task order, from the cells' :func:`_run_cell` results (cell
+    ``c`` at place ``c``), with the whole fleet's run-wide fields: replicas back in fleet order,
+    and the horizon the whole run's, the latest of the cells' and of its arrival process's
+    ``end``."""
+    S, W = int(sc.strong_replicas), int(sc.weak_replicas)
+    strong, weak, rows = [None] * S, [None] * W, [None] * n
+    horizon = end
+    for c, (cell_rows, s_stats, w_stats, now) in enumerate(results):
+        strong[c::g], weak[c::g], rows[c::g] = s_stats, w_stats, cell_rows
+        if now > horizon:
+            horizon = now
+    run_wide = _run_wide(strong, weak, horizon)
     for r in rows:
         r.update(run_wide)
     return rows
