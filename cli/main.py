@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from . import acceptance_cmd as _acceptance
 from . import bench_cmd as _bench
 from . import capacity_cmd as _capacity
 from . import figures_cmd as _figures
@@ -44,6 +45,7 @@ app.command("sweep")(_sweep.sweep)
 app.command("protocols")(_protocols.protocols)
 app.command("figures")(_figures.figures)
 app.command("calibrate")(_live.calibrate)
+app.command("acceptance")(_acceptance.acceptance)
 app.command("validate")(_live.validate)
 app.command("serve-local")(_live.serve_local)
 app.add_typer(_traces.traces_app, name="traces")

@@ -1184,3 +1184,137 @@ class LocalServersResult(Result):
 
     def stop(self) -> None:
         self.local.stop()
+
+
+# --- measuring p_u: `costsim acceptance` ---------------------------------------------------------------
+
+#: The options `costsim acceptance` shares with `calibrate`, as the flags name them.
+ACCEPTANCE_OPTIONS = {"weak_url": None, "strong_url": None, "local": False, "api_key_env": None,
+                      "weak_api_key_env": None, "strong_api_key_env": None, "timeout": LIVE.timeout_s,
+                      "retries": LIVE.retries, "seed": 0, "model_dir": None}
+
+
+class _AcceptanceResult(Result):
+    """`costsim acceptance`: p_u measured on recorded conversations (``["accept_rate"]``, per
+    task, by kind and tool, the Beta fit, the verdict tokens, the cost); :meth:`trace_jsonl` is
+    the conversations as a trace with the recorded verdicts; :meth:`to_frame` the per-task table."""
+
+    def __init__(self, data: dict, warnings, trace_text: str | None):
+        super().__init__(data, warnings)
+        self._trace = trace_text
+
+    def trace_jsonl(self) -> str | None:
+        """The trace (JSONL) whose steps carry the verdicts measured (None for a dry run)."""
+        return self._trace
+
+    def to_frame(self):
+        import pandas as pd
+
+        rows = [{"task_id": r["task_id"], "accept_rate": r["accept_rate"]["mean"],
+                 "ci95_lo": (r["accept_rate"]["ci95"] or [None, None])[0],
+                 "ci95_hi": (r["accept_rate"]["ci95"] or [None, None])[1],
+                 **{k: v for k, v in r.items() if k not in ("task_id", "accept_rate")}} for r in self.data["per_task"]]
+        return pd.DataFrame(rows)
+
+
+def measure_acceptance(conversations, *, K=None, chunking=None, exact_match: bool = False,
+                       structured: str = "json-schema", max_tasks=None, max_steps=None, max_tokens=None, tools=(),
+                       dry_run: bool = False, resume: bool = False, probes=None, progress=None, on_warning=None,
+                       on_request=None, **options) -> _AcceptanceResult:
+    """Measure p_u on recorded conversations (tau² result files ``conversations``): the weak
+    endpoint drafts teacher-forced, the strong one reviews each chunk in one call (or, with
+    ``exact_match``, a step is accepted only where it is the recorded one). ``options``:
+    :data:`ACCEPTANCE_OPTIONS` (the endpoints, keys, deadline, retries, as `calibrate`'s).
+    ``probes``: the file where the answers are kept as they come (``resume``: go on from it).
+    ``dry_run``: nothing is sent; ``on_request(request)`` gets each request that would be
+    (its endpoint, URL, how it is authorised, its body), as if the weak model repeated the
+    recorded steps and the strong one accepted them all. Docs: docs/live.md."""
+    from pathlib import Path
+
+    from .config import SpecAgentOptions
+    from .live import acceptance_probe as ap
+    from .live.client import Endpoint, EndpointError
+    from .live.endpoints import key_envs, open_endpoints
+    from .units import parse_seconds
+
+    o = {**ACCEPTANCE_OPTIONS, **_options("measure_acceptance", _renamed("measure_acceptance", options),
+                                          ACCEPTANCE_OPTIONS)}
+    K = SpecAgentOptions.K if K is None else K
+    chunking = chunking or SpecAgentOptions.chunking
+    max_tokens = ap.DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+    ap.check_options(K, chunking, structured, max_tokens, max_tasks, max_steps)
+    files = [conversations] if isinstance(conversations, str) or hasattr(conversations, "__fspath__") else list(conversations)
+    if not files:
+        raise ValueError("no conversations file given")
+    if resume and not probes:
+        raise ValueError("--resume goes on from a probe file: give one (the CLI keeps it beside --out)")
+    if dry_run and resume:
+        raise ValueError("--dry-run sends nothing and keeps nothing: --resume has nothing to go on from")
+    timeout = parse_seconds(o["timeout"], "--timeout", at_most=86400)
+    if exact_match and not o["local"] and o["weak_url"] and not o["strong_url"]:
+        o["strong_url"] = o["weak_url"]  # exact match asks no strong model: any URL stands in
+    tools = [tools] if isinstance(tools, str) else list(tools or ())
+    convs, warnings, header = ap.load_conversations(files, ap.tool_kinds_of(tools))
+    warned = Warnings(on_warning)
+    warned.extend(warnings)
+    if not convs:
+        raise ValueError("no conversation with a model call of the agent in " + ", ".join(map(str, files)))
+    offered = ap.tool_schemas(convs, tools)  # every tool the files' agent called, not only the measured tasks'
+    convs = convs[:max_tasks]
+    opts = ap.Options(K=K, chunking=chunking, exact=bool(exact_match), structured=structured, max_tokens=max_tokens,
+                      max_steps=max_steps, tools=tuple(offered))
+    keys = key_envs(o["api_key_env"], o["weak_api_key_env"], o["strong_api_key_env"])
+    run = dict(kinds=ap.tool_kinds_of(tools), probes=probes, resume=resume, progress=progress, on_warning=warned.append)
+    try:
+        if dry_run:
+            if o["local"] and (o["weak_url"] or o["strong_url"]):
+                raise ValueError("give either --local or --weak-url/--strong-url, not both")
+            if not o["local"] and not (o["weak_url"] and o["strong_url"]):
+                raise ValueError("both --weak-url and --strong-url are needed (or --local)")
+            eps = {}
+            for role, key in zip(("weak", "strong"), keys):
+                url = o[f"{role}_url"]
+                try:
+                    eps[role] = Endpoint(url, api_key_env=key, timeout_s=timeout, retries=o["retries"]) if url else None
+                except ValueError as e:
+                    raise ValueError(f"--{role}-url {e}") from None
+
+            def show(role, body):
+                ep = eps[role]
+                if on_request is None:
+                    return
+                on_request({
+                    "endpoint": role, "url": (ep.url if ep else "(a local llama.cpp server, not started)") + "/v1/chat/completions",
+                    "authorization": f"Bearer <the key in ${ep.api_key_env}: not shown>" if ep and ep.api_key_env else None,
+                    "body": {"model": "(the served model, from GET /v1/models)", **body}})
+            res = ap.run_acceptance(convs, eps, opts, dry=show, **run)
+            urls = {r: (e.url if e else None) for r, e in eps.items()}
+            models = {"weak": None, "strong": None}
+        else:
+            with open_endpoints(o["weak_url"], o["strong_url"], o["local"], keys, timeout, o["retries"],
+                                o["model_dir"], o["seed"]) as (we, se):
+                res = ap.run_acceptance(convs, {"weak": we, "strong": se}, opts, local=o["local"], **run)
+                urls = {"weak": we.url, "strong": None if exact_match else se.url}
+                models = {"weak": we.model, "strong": None if exact_match else se.model}
+    except ap.AcceptanceRunError as e:
+        raise ValueError(str(e)) from None
+    except EndpointError as e:  # discovery of a local server's model
+        raise ValueError(str(e)) from None
+    results = res.pop("results")
+    res.pop("warnings")
+    mode = "exact-match" if exact_match else "semantic"
+    data = {"conversations": [str(f) for f in files], "dry_run": bool(dry_run), "mode": mode, "K": K,
+            "chunking": chunking, "structured": None if exact_match else structured, "models": models, "urls": urls,
+            **res, "warnings": list(warned)}
+    trace = None
+    if not dry_run:
+        if max_tasks is not None:  # the importer's counts are the files', not the trace's
+            header.pop("scripted_greetings_dropped", None)
+        header.update({"source": ", ".join(Path(f).name for f in files),
+                       "verdicts": (f"costsim acceptance ({mode}, teacher-forced): K = {K}, {chunking} chunking; weak "
+                                    f"{models['weak']} at {urls['weak']}"
+                                    + ("" if exact_match else f", strong {models['strong']} at {urls['strong']}")),
+                       "verdicts_positions": "each model call of the agent judged once; a task cut after "
+                                             "--max-steps calls where given"})
+        trace = ap.verdict_trace(results, header)
+    return _AcceptanceResult(data, list(warned), trace)

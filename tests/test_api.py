@@ -144,6 +144,7 @@ COMMANDS = {
     "sweep": (api.sweep, ()), "figures": (api.figures, ()), "protocols": (api.protocols, ()),
     "calibrate": (api.calibrate, tuple(api.LIVE_OPTIONS)), "validate": (api.validate, tuple(api.LIVE_OPTIONS)),
     "serve-local": (api.serve_local, ()), "bench": (api.bench, ()),
+    "acceptance": (api.measure_acceptance, tuple(api.ACCEPTANCE_OPTIONS)),
 }
 #: The CLI's parameters that are not options of the computation (output, display) and the few
 #: named differently (the CLI's parameter -> the API's keyword).
