@@ -28,9 +28,12 @@ def _worker_start():
     import signal
 
     _IN_WORKER = True
-    # Ctrl-C and SIGTERM are the parent's to handle: it stops the pool and says one line.
+    # Ctrl-C and SIGTERM are the parent's to handle: it stops the pool (a SIGTERM to each
+    # worker) and says one line. The parent forked us with both blocked (see fork_map): a
+    # SIGTERM that came since is delivered now, and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def fork_map(fn, items, workers: int | None = None, done=None) -> list:
@@ -43,6 +46,7 @@ def fork_map(fn, items, workers: int | None = None, done=None) -> list:
     way: each item must depend on its inputs alone."""
     global _JOB
     import multiprocessing as mp
+    import signal
     import threading
 
     items = list(items)
@@ -57,7 +61,14 @@ def fork_map(fn, items, workers: int | None = None, done=None) -> list:
         return out
     _JOB = (fn, items)
     try:
-        with mp.get_context("fork").Pool(n, initializer=_worker_start) as pool:
+        # An interrupt while the pool starts would leave it half made, its workers running
+        # with this process's handlers: it is held until the pool is whole, then stops it.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            pool = mp.get_context("fork").Pool(n, initializer=_worker_start)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        with pool:
             out = []
             for r in pool.imap(_run_job, range(len(items))):
                 out.append(r)
