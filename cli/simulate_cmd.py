@@ -11,30 +11,34 @@ from costsim.config import COMMANDS
 from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, inputs_of, warn,
                       with_options, user_errors)
 
+WORKERS_HELP = ("Processes for the independent runs (the protocols; an open-loop fleet's gcd(strong, weak) cells) "
+                "[the CPUs, for runs large enough]; the rows are the same with 1.")
+
+
 @with_options(OPTIONS)
 def simulate(tasks: int = typer.Option(COMMANDS.simulate_tasks, "--tasks", min=1, max=1_000_000, help="Synthetic tasks (tau² Airline shape), 1 to 10^6."),
-             **o):
+             workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP), **o):
     """Run every protocol on the same synthetic trajectories; metrics with 95% intervals."""
     from costsim import api
 
     inputs = inputs_of(o)
     if o["out"] is not None:
         _check_table(o["out"], inputs)  # before the run, not after it
-    _run(lambda options, progress: api.simulate(tasks, progress=progress, **options), o, inputs=inputs)
+    _run(lambda options, progress: api.simulate(tasks, progress=progress, workers=workers, **options), o, inputs=inputs)
 
 
 @with_options(OPTIONS)
 def replay(traces: List[str] = typer.Argument(..., help="Trajectory JSONL files or shipped trace names."),
            verdicts: Optional[str] = typer.Option(None, "--verdicts", help="'recorded': use the traces' verdicts (p_u where missing)."),
-           **o):
+           workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP), **o):
     """Run recorded trajectories through every protocol; the same table as `simulate`."""
     from costsim import api
 
     inputs = inputs_of(o, *traces)
     if o["out"] is not None:
         _check_table(o["out"], inputs)
-    _run(lambda options, progress: api.replay(traces, verdicts=verdicts, progress=progress, on_warning=warn, **options), o,
-         inputs=inputs)
+    _run(lambda options, progress: api.replay(traces, verdicts=verdicts, progress=progress, on_warning=warn, workers=workers,
+                                              **options), o, inputs=inputs)
 
 
 _NOT_OPTIONS = ("out", "json_out", "quiet")

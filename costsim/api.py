@@ -259,17 +259,16 @@ def _scenario(options: dict, tasks=None):
 class SimulationResult(Result):
     """`costsim simulate` and `replay`: per protocol, per-task means and paired ratios to
     Strong-only with 95% intervals (``["protocols"]``), the closed forms beside them
-    (``["closed_form"]``), the scenario and plain-word notes; ``rows``: one dict per task per
-    protocol, the table :meth:`to_frame` gives and ``--out`` writes."""
+    (``["closed_form"]``), the scenario and plain-word notes; ``rows``: one row (a dict) per
+    task per protocol, stored by column (:class:`costsim.metrics.Rows`), the table
+    :meth:`to_frame` gives and ``--out`` writes."""
 
     def __init__(self, rows, result, warnings=()):
         super().__init__(result, warnings)
         self.rows = rows
 
     def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows)
+        return self.rows.to_frame()
 
     def table(self, fmt: str) -> bytes | str:
         """The per-task table as ``parquet`` (bytes) or ``csv`` (text)."""
@@ -285,29 +284,37 @@ class SimulationResult(Result):
         raise ValueError(f"a per-task table is parquet or csv, not {fmt!r}")
 
 
-def _simulated(tasks, options: dict, traced: bool, progress, warnings=()) -> SimulationResult:
+def _simulated(tasks, options: dict, traced: bool, progress, warnings=(), workers=None) -> SimulationResult:
+    from .distributed import check_workers
     from .report import report
 
+    check_workers(workers)
     sc = _scenario(options, tasks if traced else None)
     if progress:
         progress(0, len(tasks) * len(sc.protocols))
-    rows, result = report(tasks, sc, progress)
+    rows, result = report(tasks, sc, progress, workers)
     return SimulationResult(rows, result, warnings)
 
 
-def simulate(tasks=COMMANDS.simulate_tasks, *, progress=None, **options) -> SimulationResult:
+def simulate(tasks=COMMANDS.simulate_tasks, *, progress=None, workers: int | None = None, **options) -> SimulationResult:
     """Every protocol of the scenario on the same tasks: ``tasks`` synthetic ones (tau² Airline
     shape, drawn with ``seed``), or a list of :class:`costsim.traces.Task`. ``options``: the
     scenario options of `costsim simulate` (:data:`SCENARIO_OPTIONS`). ``progress(k, total)``
-    is called as tasks finish."""
+    is called as tasks finish. The independent runs (the protocols; an open-loop fleet's
+    cells) go on up to ``workers`` processes (default: the CPUs, for runs large enough to pay
+    for them); the rows are the same with 1."""
     _options("simulate", options)
     if isinstance(tasks, int) and not isinstance(tasks, bool):
         if not 1 <= tasks <= 1_000_000:
             raise ValueError(f"--tasks must be in [1, 1,000,000], got {tasks}")
-        from .traces.synthetic import generate
+        from .traces.synthetic import SyntheticTasks
 
-        return _simulated(generate(tasks, seed=options.get("seed") or 0), options, False, progress)
-    return _simulated(list(tasks), options, True, progress)
+        # Past the closed forms' sample a run draws each task as it is read (a task is ~3.6 KB;
+        # read once a protocol, ~80 us): the same tasks, none kept.
+        made = SyntheticTasks(tasks, seed=options.get("seed") or 0)
+        return _simulated(made if tasks > COMMANDS.closed_form_tasks else list(made), options, False, progress,
+                          workers=workers)
+    return _simulated(list(tasks), options, True, progress, workers=workers)
 
 
 def _read_traces(traces, warnings: Warnings) -> list:
@@ -332,10 +339,12 @@ def _read_traces(traces, warnings: Warnings) -> list:
     return tasks
 
 
-def replay(traces, *, verdicts: str | None = None, progress=None, on_warning=None, **options) -> SimulationResult:
+def replay(traces, *, verdicts: str | None = None, progress=None, on_warning=None, workers: int | None = None,
+           **options) -> SimulationResult:
     """Recorded trajectories (trace files or shipped names) through every protocol of the
     scenario; ``verdicts="recorded"``: the traces' own review outcomes (p_u where a step has
-    none). ``options``: as :func:`simulate`'s. ``on_warning(line)`` as each warning comes."""
+    none). ``options`` and ``workers``: as :func:`simulate`'s. ``on_warning(line)`` as each
+    warning comes."""
     _options("replay", options)
     if verdicts not in (None, "recorded"):
         raise ValueError(f"--verdicts must be 'recorded', got {verdicts!r}")
@@ -358,7 +367,7 @@ def replay(traces, *, verdicts: str | None = None, progress=None, on_warning=Non
         tasks = [t for t in tasks if t.steps]
     if not tasks:
         raise ValueError("no tasks with steps in " + ", ".join(names))
-    return _simulated(tasks, options, True, progress, warnings)
+    return _simulated(tasks, options, True, progress, warnings, workers)
 
 
 def _tasks(trace, tasks: int, seed, warnings: Warnings) -> list:

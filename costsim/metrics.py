@@ -37,6 +37,142 @@ EMPTY_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
 Z95 = 1.959963984540054
 
+
+class Rows:
+    """Per-task rows stored by column: what a large run keeps (~0.4 KB a task, against ~2 KB
+    as dicts). A sequence of rows in blocks of rows with the same keys (a protocol's); a row is
+    read as the dict it was stored from, with the same values, types and bits (a column of
+    all-float or all-int values is a numpy array, any other a list)."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks=()):
+        self.blocks = list(blocks)  # [(n rows, {key: column})]
+
+    @classmethod
+    def of(cls, rows) -> "Rows":
+        """The rows (dicts) by column, consecutive rows with the same keys in one block."""
+        blocks, run = [], []
+        for r in rows:
+            if run and r.keys() != run[0].keys():
+                blocks.append(_block(run))
+                run = []
+            run.append(r)
+        if run:
+            blocks.append(_block(run))
+        return cls(blocks)
+
+    def __len__(self) -> int:
+        return sum(n for n, _ in self.blocks)
+
+    def __iter__(self):
+        for n, cols in self.blocks:
+            keys = list(cols)
+            for lo in range(0, n, 4096):  # a slice at a time: Python values for 4,096 rows at most
+                vals = [c[lo:lo + 4096] for c in cols.values()]
+                vals = [v.tolist() if isinstance(v, np.ndarray) else v for v in vals]
+                for row in zip(*vals):
+                    yield dict(zip(keys, row))
+
+    def __getitem__(self, i: int) -> dict:
+        i = range(len(self))[i]  # negative indices; IndexError past the end
+        for n, cols in self.blocks:
+            if i < n:
+                return {k: c[i].item() if isinstance(c, np.ndarray) else c[i] for k, c in cols.items()}
+            i -= n
+        raise IndexError(i)  # pragma: no cover - range() raised already
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (Rows, list)) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __add__(self, other: "Rows") -> "Rows":
+        return Rows(self.blocks + other.blocks)
+
+    @classmethod
+    def interleaved(cls, parts: list, n: int) -> "Rows":
+        """The ``n`` rows of which ``parts[c]`` holds rows ``c, c + g, ...`` (``g = len(parts)``),
+        each part one block of the same keys (a fleet's cells, :mod:`costsim.sim.run`)."""
+        g, full = len(parts), [p.blocks[0][1] for p in parts if len(p)]
+        if any(len(p.blocks) > 1 for p in parts) or any(c.keys() != full[0].keys() for c in full):
+            rows = [None] * n
+            for c, p in enumerate(parts):
+                rows[c::g] = list(p)
+            return cls.of(rows)
+        cols = {}
+        for k in (full[0] if full else ()):
+            vals = [p.blocks[0][1][k] if len(p) else None for p in parts]
+            kinds = {v.dtype for v in vals if isinstance(v, np.ndarray)}
+            if len(kinds) == 1 and all(v is None or isinstance(v, np.ndarray) for v in vals):
+                out = np.empty(n, kinds.pop())
+            else:
+                out, vals = [None] * n, [v.tolist() if isinstance(v, np.ndarray) else v for v in vals]
+            for c, v in enumerate(vals):
+                if v is not None:
+                    out[c::g] = v
+            cols[k] = out
+        return cls([(n, cols)] if n else [])
+
+    def with_columns(self, values: dict) -> "Rows":
+        """These rows with ``values`` (``{key: value}``) in every row: what each row's
+        ``update(values)`` gives."""
+        return Rows([(n, {**cols, **{k: _block([{k: v}] * n)[1][k] for k, v in values.items()}})
+                     for n, cols in self.blocks])
+
+    def by_protocol(self) -> dict:
+        """``{protocol: {key: column}}``, each protocol's rows in one block's columns (numbers
+        as float arrays where the column is numeric), in task order."""
+        out = {}
+        for n, cols in self.blocks:
+            names = cols["protocol"]
+            for name in dict.fromkeys(names):
+                part = out.setdefault(name, [])
+                part.append((np.array([p == name for p in names]) if len(set(names)) > 1 else None, cols))
+        merged = {}
+        for name, parts in out.items():
+            keys = [k for k in parts[0][1] if all(k in c for _, c in parts)]
+            merged[name] = {k: _concat([c[k] if m is None else _take(c[k], m) for m, c in parts]) for k in keys}
+            order = np.argsort(np.asarray(merged[name]["task_index"]), kind="stable")
+            merged[name] = {k: _take(v, order) for k, v in merged[name].items()}
+        return merged
+
+    def to_frame(self):
+        """A pandas DataFrame: the blocks one under the other (a key a block lacks is NaN there)."""
+        import pandas as pd
+
+        return pd.concat([pd.DataFrame(cols) for _, cols in self.blocks], ignore_index=True) if self.blocks \
+            else pd.DataFrame()
+
+
+def _numeric(col) -> bool:
+    """Whether a column holds numbers only (as a row's numbers are summarised)."""
+    return isinstance(col, np.ndarray) or all(isinstance(v, (int, float)) for v in col)
+
+
+def _block(rows: list) -> tuple:
+    cols = {}
+    for k in rows[0]:
+        vals = [r[k] for r in rows]
+        kinds = set(map(type, vals))
+        if kinds == {float}:
+            cols[k] = np.array(vals, float)
+        elif kinds == {int} and all(-2**63 <= v < 2**63 for v in vals):
+            cols[k] = np.array(vals, np.int64)
+        else:
+            cols[k] = vals
+    return len(rows), cols
+
+
+def _take(col, idx):
+    return col[idx] if isinstance(col, np.ndarray) else [col[i] for i in (np.flatnonzero(idx) if idx.dtype == bool else idx)]
+
+
+def _concat(cols: list):
+    if len(cols) == 1:
+        return cols[0]
+    if all(isinstance(c, np.ndarray) for c in cols):
+        return np.concatenate(cols)
+    return [v for c in cols for v in (c.tolist() if isinstance(c, np.ndarray) else c)]
+
 PER_TASK = {
     "strong_calls_per_task": "strong_calls",
     "weak_calls_per_task": "weak_calls",
@@ -128,17 +264,13 @@ def summarize(rows) -> dict:
     protocol on the API backend also gets :data:`API_RATIOS` against its ``api_baseline``
     (Strong-only over the same API), where the rows have them; a protocol not registered (a
     test's) is taken against Strong-only."""
-    by = {}
-    for r in rows:
-        by.setdefault(r["protocol"], []).append(r)
-    for rs in by.values():
-        rs.sort(key=lambda r: r["task_index"])
+    by = (rows if isinstance(rows, Rows) else Rows.of(rows)).by_protocol()
+    by = {name: {k: np.asarray(v, float) for k, v in cols.items() if _numeric(v)} for name, cols in by.items()}
     out = {}
-    for name, rs in by.items():
+    for name, col in by.items():
         rec = PROTOCOLS.get(name)
         base = by.get(rec.baseline if rec else "strong-only")
         api_base = by.get(rec.api_baseline) if rec and rec.api_baseline else None
-        col = {k: np.array([r[k] for r in rs], float) for k in rs[0] if isinstance(rs[0][k], (int, float))}
         m = {metric: mean_ci(col[c]) for metric, c in PER_TASK.items()}
         steps = col["committed_steps"]
         for c in ("hbm_bytes", "flops", "wall_s", "strong_hbm_bytes"):
@@ -148,21 +280,19 @@ def summarize(rows) -> dict:
             m["reviewed_chunk_steps"] = ratio_ci(col["reviewed_steps"], col["reviews"])
         if col["hbm_bytes"].sum() > 0:
             m["strong_hbm_share"] = ratio_ci(col["strong_hbm_bytes"], col["hbm_bytes"])
-        if base is not None and [r["task_index"] for r in base] == [r["task_index"] for r in rs]:
-            bcol = {c: np.array([r[c] for r in base], float) for c in RATIOS.values()}
+        if base is not None and np.array_equal(base["task_index"], col["task_index"]):
             for metric, c in RATIOS.items():
-                m[metric] = ratio_ci(col[c], bcol[c])
+                m[metric] = ratio_ci(col[c], base[c])
         for metric, c in PER_TASK_EXTRA.items():
             if c in col:
                 m[metric] = mean_ci(col[c])
         if "irreversible_errors" in col:
             m["wrong_writes_per_1000_tasks"] = mean_ci(1000.0 * col["irreversible_errors"])
         if (api_base is not None and col.get("remote_calls") is not None and col["remote_calls"].sum() > 0
-                and [r["task_index"] for r in api_base] == [r["task_index"] for r in rs]):
-            bcol = {c: np.array([r[c] for r in api_base], float) for c in API_RATIOS.values()}
+                and np.array_equal(api_base["task_index"], col["task_index"])):
             for metric, c in API_RATIOS.items():
-                m[metric] = ratio_ci(col[c], bcol[c])
-        m["strong_mean_batch"] = {"mean": float(rs[0]["strong_mean_batch"]), "ci95": [None, None]}
-        m["strong_utilisation"] = {"mean": float(rs[0]["strong_utilisation"]), "ci95": [None, None]}
+                m[metric] = ratio_ci(col[c], api_base[c])
+        m["strong_mean_batch"] = {"mean": float(col["strong_mean_batch"][0]), "ci95": [None, None]}
+        m["strong_utilisation"] = {"mean": float(col["strong_utilisation"][0]), "ci95": [None, None]}
         out[name] = m
     return out

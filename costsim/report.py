@@ -8,7 +8,7 @@ from . import formulas, roofline, twin
 from .acceptance import p_dist_parts, recorded_fallback, stationary_p
 from .metrics import summarize
 from .paper import published
-from .config import SpecAgentOptions
+from .config import COMMANDS, SpecAgentOptions
 from .protocols import PROTOCOLS, drafts
 from .protocols.chunking import DEFAULT_CHUNKING, chunk_distribution, chunks
 from .scenario import Scenario, protocol_options
@@ -27,19 +27,22 @@ def closed_form(tasks, sc: Scenario) -> dict:
     """
     # R and L are SpecAgent's: the run's own (first) SpecAgent variant, else plain SpecAgent's.
     spec = next((n for n in sc.protocols if drafts(n) and twin.has_twin(n)), "specagent")
+    n = len(tasks)
+    tasks = tasks[:COMMANDS.closed_form_tasks]  # a sample of a huge run (its source: config)
+    sampled = f" (over the first {len(tasks):,} of {n:,} tasks)" if len(tasks) < n else ""
     renewal = renewal_form(tasks, sc, spec)
     out = {"R": renewal["R"], "L": renewal["L"], "method": "renewal", "protocol": spec, "renewal": renewal}
     why = twin.unavailable(tasks, sc)
     if why:
         out["exact"] = {"unavailable": why}
-        out["assumption"] = f"renewal form (no exact twin: {why}): " + renewal["assumption"]
+        out["assumption"] = f"renewal form (no exact twin: {why}): " + renewal["assumption"] + sampled
         return out
     exact = twin.ratios(tasks, sc, extra=(spec,))
     out.update(R=exact[spec]["R"], L=exact[spec]["L"], method="exact", protocol=spec, exact=exact)
     contended = sc.sessions > 1 or sc.arrival_rate
     out["assumption"] = ("exact expectation on the tasks' fixed paths: one task at a time on idle "
                          "replicas (roofline costs per call), independent verdicts, mean latencies"
-                         + (" — the simulation shares replicas, so it may differ" if contended else ""))
+                         + (" — the simulation shares replicas, so it may differ" if contended else "") + sampled)
     return out
 
 
@@ -122,16 +125,18 @@ def accept_rate(sc: Scenario):
     return (lambda q: q * (1.0 - fr) + (1.0 - q) * fa), p, beta, words
 
 
-def report(tasks, sc: Scenario, progress=None):
-    """``(rows, result)``: per-task rows and ``{"protocols": ..., "closed_form": ...}``."""
-    rows = simulate(tasks, sc, progress)
+def report(tasks, sc: Scenario, progress=None, workers: int | None = None):
+    """``(rows, result)``: per-task rows and ``{"protocols": ..., "closed_form": ...}``; the
+    simulation's independent runs on up to ``workers`` processes (:func:`costsim.sim.run.simulate`)."""
+    rows = simulate(tasks, sc, progress, workers=workers, compact=True)
     result = {"protocols": summarize(rows), "closed_form": closed_form(tasks, sc),
               "scenario": {"p": sc.p, "K": sc.K, "p_dist": sc.p_dist, "sessions": sc.sessions,
                            "arrival_rate": sc.arrival_rate, "seed": sc.seed, "tasks": len(tasks),
                            "strong": sc.strong.describe(), "weak": sc.weak.describe(),
                            "step_scales": {"strong": sc.strong_step_scale, "weak": sc.weak_step_scale, "rho": sc.rho,
                                            "source": sc.step_scale_source or "the recorded tokens"}}}
-    result["notes"] = notes(tasks, result)
+    # (a sequence that draws its tasks as read, SyntheticTasks, is read in its first ones only)
+    result["notes"] = notes(tasks if isinstance(tasks, list) else tasks[:COMMANDS.closed_form_tasks], result)
     return rows, result
 
 
@@ -168,7 +173,8 @@ def notes(tasks, result) -> list[str]:
                    f"(kappa {kappa:.2f} here; the strong step scale that gives the paper's wall on the default "
                    f"deployments is computed in figures/README.md, costsim.paper.implied_strong_step_scale: "
                    f"--strong-step-scale, docs/protocols.md); committed steps (model calls) per review "
-                   f"{m['steps_per_review']['mean']:.1f} here, about {tau2['steps_per_review']} there; the strong "
+                   + (f"{m['steps_per_review']['mean']:.1f} here" if "steps_per_review" in m else "none here (no chunk "
+                      "was reviewed)") + f", about {tau2['steps_per_review']} there; the strong "
                    f"model's share of SpecAgent's HBM reads {m['strong_hbm_share']['mean']:.0%} here, {s_lo:.0%}-{s_hi:.0%} "
                    f"over the paper's benchmarks (verdicts of a few dozen tokens, the weak model drafting every "
                    f"step: docs/protocols.md).")

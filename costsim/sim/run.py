@@ -25,6 +25,7 @@ import simpy
 from .. import protocols
 from ..acceptance import parse_p_dist
 from ..distributed import fork_map, max_workers, run_dask
+from ..metrics import Rows
 from ..scenario import Scenario, check, protocol_options, replica_costs
 from . import hosted
 from .agent import TaskRun
@@ -42,7 +43,7 @@ MIN_TASKS_PER_WORKER = 500
 
 
 def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, scheduler: str | None = None,
-             cells: bool = True) -> list[dict]:
+             cells: bool = True, compact: bool = False):
     """Rows (dicts) of per-task metrics for every protocol of the scenario, in task order.
 
     ``progress``, if given, is called with the number of tasks finished since the last call
@@ -51,16 +52,24 @@ def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, 
     is False (the whole-fleet reference run): on ``workers`` forked processes (None: the CPUs,
     at most one per :data:`MIN_TASKS_PER_WORKER` tasks; 1: in this process), or on the Dask
     cluster at ``scheduler`` if given. The rows are the same, bit for bit, whichever way.
+    ``compact``: the rows as :class:`costsim.metrics.Rows` (by column, each cell's as it
+    ends: the memory of a run of 10^5..10^6 tasks), not a list of dicts. ``tasks`` may be any
+    sequence: a cell reads a task when it arrives (a :class:`costsim.traces.synthetic.SyntheticTasks`
+    then holds only those in flight).
     """
     check(sc)
     root = np.random.SeedSequence(sc.seed)  # task i's stream: its i-th child (LazyGenerator)
-    rows = []
+    g = {name: n_cells(name, sc) if cells else 1 for name in sc.protocols}
+    # The protocols that do not split are independent runs too: side by side, then the cells.
+    whole = [name for name in sc.protocols if g[name] == 1]
+    w = 1 if scheduler else workers or max(1, min(max_workers(), len(whole) * len(tasks) // MIN_TASKS_PER_WORKER))
+    done = (lambda: progress(len(tasks))) if progress and w > 1 else None
+    runs = dict(zip(whole, fork_map(lambda name: _run_protocol(name, tasks, root, sc, None if done else progress, compact),
+                                    whole, w, done)))
+    rows = Rows() if compact else []
     for name in sc.protocols:
-        g = n_cells(name, sc) if cells else 1
-        if g > 1:
-            rows.extend(_run_cells(name, tasks, root, sc, g, progress, workers, scheduler))
-        else:
-            rows.extend(_run_protocol(name, tasks, root, sc, progress))
+        got = runs[name] if g[name] == 1 else _run_cells(name, tasks, root, sc, g[name], progress, workers, scheduler, compact)
+        rows = rows + got
     return rows
 
 
@@ -76,7 +85,7 @@ def n_cells(name: str, sc: Scenario) -> int:
 # --- the whole fleet in one environment: the reference -------------------------------------------
 
 
-def _run_protocol(name, tasks, root, sc: Scenario, progress):
+def _run_protocol(name, tasks, root, sc: Scenario, progress, compact=False):
     """Protocol ``name``'s rows, the whole fleet in one environment (every closed-loop run,
     and the reference of the cell-by-cell one). Its horizon, ``makespan_s``, is the time of its
     last event: in an open loop, at least the end of the arrival process's last wait, one
@@ -120,7 +129,7 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress):
     run_wide = _run_wide([_stats(s) for s in strong], [_stats(w) for w in weak], env.now)
     for r in rows:
         r.update(run_wide)
-    return rows
+    return Rows.of(rows) if compact else rows
 
 
 def _replicas(env, sc: Scenario, costs, strong_ids, weak_ids) -> tuple[list, list]:
@@ -216,28 +225,29 @@ def delays_to(now: float, t: float) -> tuple[float, ...]:
     return hop, d
 
 
-def _run_cells(name, tasks, root, sc: Scenario, g: int, progress, workers, scheduler) -> list[dict]:
+def _run_cells(name, tasks, root, sc: Scenario, g: int, progress, workers, scheduler, compact=False):
     """Protocol ``name``'s rows, run as ``g`` independent cells (module docstring) grouped
     into chunks: in this process, on forked workers, or on Dask at ``scheduler``. The run-wide
     fields are then those of the whole fleet (:func:`_run_wide`)."""
     n = len(tasks)
     times, end = arrival_times(sc, n)
-    # A cell is (c, its tasks as (index, task, arrival time), ascending).
-    cell_list = [(c, [(i, tasks[i], times[i]) for i in range(c, n, g)]) for c in range(g)]
+    # A cell is (c, its tasks as (index, arrival time), ascending): it reads a task as it arrives.
+    cell_list = [(c, [(i, times[i]) for i in range(c, n, g)]) for c in range(g)]
     costs = replica_costs(sc)
     if scheduler:
-        results = _on_dask(name, sc, root, costs, g, cell_list, progress, workers, scheduler)
+        results = _on_dask(name, sc, root, costs, g, cell_list, tasks, progress, workers, scheduler, compact)
     else:
         w = workers or max(1, min(max_workers(), n // MIN_TASKS_PER_WORKER))
         if w <= 1:  # in this process: progress per task
-            results = [_run_cell(name, sc, root, costs, g, c, ts, progress) for c, ts in cell_list]
+            results = [_run_cell(name, sc, root, costs, g, c, ts, tasks, progress, compact) for c, ts in cell_list]
         else:
             chunks = _chunks(cell_list, CHUNKS_PER_WORKER * w)
             sizes = iter([sum(len(ts) for _, ts in ch) for ch in chunks])
             done = (lambda: progress(next(sizes))) if progress else None
-            per_chunk = fork_map(lambda ch: _run_chunk((name, sc, root, costs, g, ch)), chunks, w, done)
+            # the workers read the tasks from this process's (forked) memory: nothing is sent
+            per_chunk = fork_map(lambda ch: _run_chunk((name, sc, root, costs, g, ch, tasks, compact)), chunks, w, done)
             results = [r for rs in per_chunk for r in rs]
-    return _merge(results, n, g, sc, end)
+    return _merge(results, n, g, sc, end, compact)
 
 
 def _chunks(cell_list: list, k: int) -> list[list]:
@@ -248,15 +258,16 @@ def _chunks(cell_list: list, k: int) -> list[list]:
 
 
 def _run_chunk(job) -> list[tuple]:
-    """:func:`_run_cell` of each cell of ``job = (name, sc, root, costs, g, cells)``, in order.
-    A module function of picklable arguments: Dask sends it to its workers."""
-    name, sc, root, costs, g, cells = job
-    return [_run_cell(name, sc, root, costs, g, c, ts) for c, ts in cells]
+    """:func:`_run_cell` of each cell of ``job = (name, sc, root, costs, g, cells, tasks,
+    compact)``, in order. A module function of picklable arguments: Dask sends it to its workers."""
+    name, sc, root, costs, g, cells, tasks, compact = job
+    return [_run_cell(name, sc, root, costs, g, c, ts, tasks, None, compact) for c, ts in cells]
 
 
-def _on_dask(name, sc, root, costs, g, cell_list, progress, workers, scheduler) -> list[tuple]:
+def _on_dask(name, sc, root, costs, g, cell_list, tasks, progress, workers, scheduler, compact) -> list[tuple]:
     """The cells' results from the Dask cluster at ``scheduler``, in ``DASK_CHUNKS`` chunks
-    (or ``CHUNKS_PER_WORKER`` per worker where ``workers`` says how many it has)."""
+    (or ``CHUNKS_PER_WORKER`` per worker where ``workers`` says how many it has), each sent
+    the tasks of its cells only."""
     chunks = _chunks(cell_list, CHUNKS_PER_WORKER * workers if workers else DASK_CHUNKS)
     out = [None] * len(chunks)
 
@@ -265,13 +276,15 @@ def _on_dask(name, sc, root, costs, g, cell_list, progress, workers, scheduler) 
         if progress:
             progress(sum(len(ts) for _, ts in chunks[k]))
 
-    run_dask(_run_chunk, [(k, (name, sc, root, costs, g, ch)) for k, ch in enumerate(chunks)], finish, scheduler)
+    run_dask(_run_chunk, [(k, (name, sc, root, costs, g, ch, {i: tasks[i] for _, ts in ch for i, _ in ts}, compact))
+                          for k, ch in enumerate(chunks)], finish, scheduler)
     return [r for rs in out for r in rs]
 
 
-def _run_cell(name, sc: Scenario, root, costs, g: int, c: int, cell_tasks, progress=None) -> tuple:
-    """Cell ``c`` of ``g`` run alone: its tasks ``cell_tasks`` (``(index, task, arrival
-    time)``, ascending) on the fleet's replicas ``c, c + g, ...`` of each side. Returns
+def _run_cell(name, sc: Scenario, root, costs, g: int, c: int, cell_tasks, tasks, progress=None, compact=False) -> tuple:
+    """Cell ``c`` of ``g`` run alone: its tasks ``cell_tasks`` (``(index, arrival time)``,
+    ascending; task ``i`` is ``tasks[i]``, read as it arrives) on the fleet's replicas ``c, c +
+    g, ...`` of each side. Returns
     ``(rows, strong stats, weak stats, horizon)``: the rows in the tasks' order, each replica's
     :func:`_stats` in fleet order, and the time of the cell's last event. Assumes an open loop
     on replicas of its own (:func:`n_cells`)."""
@@ -291,29 +304,35 @@ def _run_cell(name, sc: Scenario, root, costs, g: int, c: int, cell_tasks, progr
     def arrivals():
         # As the whole run's arrival process, at this cell's arrivals only: resumed at exactly
         # t, it starts the task (an urgent event at t, before any other then), then waits.
-        for i, task, t in cell_tasks:
+        for i, t in cell_tasks:
             if t != env.now:
                 for d in delays_to(env.now, t):  # rarely two: a hop is an event of its own, which changes no row
                     yield env.timeout(d)
-            env.process(one(i, task))
+            env.process(one(i, tasks[i]))
     env.process(arrivals())
     env.run()
-    return [rows[i] for i, _, _ in cell_tasks], [_stats(s) for s in strong], [_stats(w) for w in weak], env.now
+    cell_rows = [rows[i] for i, _ in cell_tasks]
+    return Rows.of(cell_rows) if compact else cell_rows, [_stats(s) for s in strong], [_stats(w) for w in weak], env.now
 
 
-def _merge(results, n: int, g: int, sc: Scenario, end) -> list[dict]:
+def _merge(results, n: int, g: int, sc: Scenario, end, compact=False):
     """The whole run's rows, in task order, from the cells' :func:`_run_cell` results (cell
     ``c`` at place ``c``), with the whole fleet's run-wide fields: replicas back in fleet order,
     and the horizon the whole run's, the latest of the cells' and of its arrival process's
     ``end``."""
     S, W = int(sc.strong_replicas), int(sc.weak_replicas)
-    strong, weak, rows = [None] * S, [None] * W, [None] * n
+    strong, weak = [None] * S, [None] * W
     horizon = end
-    for c, (cell_rows, s_stats, w_stats, now) in enumerate(results):
-        strong[c::g], weak[c::g], rows[c::g] = s_stats, w_stats, cell_rows
+    for c, (_, s_stats, w_stats, now) in enumerate(results):
+        strong[c::g], weak[c::g] = s_stats, w_stats
         if now > horizon:
             horizon = now
     run_wide = _run_wide(strong, weak, horizon)
+    if compact:
+        return Rows.interleaved([r[0] for r in results], n).with_columns(run_wide)
+    rows = [None] * n
+    for c, (cell_rows, *_) in enumerate(results):
+        rows[c::g] = cell_rows
     for r in rows:
         r.update(run_wide)
     return rows

@@ -89,24 +89,47 @@ def generate(n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_
     it never drafted are unseen draws already), as the closed form's renewal argument assumes;
     otherwise the recorded path stays fixed, as in a replayed trace.
     """
-    probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
-    if np.any(probs < 0) or probs.sum() <= 0:
-        raise ValueError("step-kind probabilities must be >= 0 and not all zero")
-    tasks = []
-    for i, ss in enumerate(np.random.SeedSequence(seed).spawn(n_tasks)):
-        rng = np.random.default_rng(ss)
-        if deterministic_length:
+    return list(SyntheticTasks(n_tasks, seed, shape, deterministic_length, fresh_after_reject))
+
+
+class SyntheticTasks:
+    """:func:`generate`'s tasks as a sequence that draws task ``i`` when it is read (the same
+    task, from the ``i``-th child of ``SeedSequence(seed)``) and keeps none: a run of 10^5 or
+    10^6 tasks holds only those in flight (a task is ~3.6 KB). Reading one twice draws it twice."""
+
+    def __init__(self, n_tasks: int, seed: int = 0, shape: Shape = Shape(), deterministic_length: bool = False,
+                 fresh_after_reject: bool = False):
+        probs = np.array([shape.p_read, shape.p_write, shape.p_respond], float)
+        if np.any(probs < 0) or probs.sum() <= 0:
+            raise ValueError("step-kind probabilities must be >= 0 and not all zero")
+        self.n, self.seed, self.shape = int(n_tasks), seed, shape
+        self.deterministic_length, self.fresh_after_reject = deterministic_length, fresh_after_reject
+        self._root = np.random.SeedSequence(seed)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return (self[i] for i in range(self.n))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        i = range(self.n)[i]  # negative indices; IndexError past the end
+        r, shape = self._root, self.shape
+        # what SeedSequence(seed).spawn(n)[i] is
+        rng = np.random.default_rng(np.random.SeedSequence(r.entropy, spawn_key=(*r.spawn_key, i), pool_size=r.pool_size))
+        if self.deterministic_length:
             n = max(int(shape.steps_mean), 1)
         else:
             n = 1 + int(rng.poisson(max(shape.steps_mean - 1.0, 0.0)))
-        final = not deterministic_length
+        final = not self.deterministic_length
         steps = _draw(rng, shape, n, shape.initial_context, final)
         meta = {}
-        if fresh_after_reject:
+        if self.fresh_after_reject:
             def redraw(rng, start, count, steps=steps, n=n, final=final):
                 count = min(count, n - start)
                 return tuple(_draw(rng, shape, count, steps[start].context_tokens, final and start + count == n))
             meta["redraw"] = redraw
-        tasks.append(Task(task_id=f"synthetic-{seed}-{i}", steps=tuple(steps), domain="synthetic",
-                          source=f"costsim synthetic seed={seed}", meta=meta))
-    return tasks
+        return Task(task_id=f"synthetic-{self.seed}-{i}", steps=tuple(steps), domain="synthetic",
+                    source=f"costsim synthetic seed={self.seed}", meta=meta)
