@@ -102,6 +102,10 @@ SCENARIO_OPTIONS = {
     "weak_step_scale": (_F, protocol_flag("weak_step_scale", "--weak-step-scale", default=None,
                                           shown="as --strong-step-scale")),
     "verdict_tokens": (_I, protocol_flag("verdict_tokens", "--verdict-tokens", default=None)),
+    "prefix_cache": (_S, typer.Option(None, "--prefix-cache", help=(
+        "A session's prefix between its calls: hot (always resident, no room: the closed forms' assumption) [default], "
+        "evict (the engine's prefix cache: LRU eviction from the KV pool, re-prefill of what was evicted) or off "
+        "(no reuse). docs/cost-model.md, 'Prefix caching'."))),
     "tool_latency": (str, typer.Option("0", "--tool-latency", help="Per tool call: a duration (0.5, 500ms), lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")),
     "network_rtt": (str, typer.Option("0", "--network-rtt", help="Round trip to the strong model per call: a duration, 0.05, 50ms (edge-cloud).")),
     "out": (_S, typer.Option(None, "--out", "-o", help="Write the per-task table (.parquet or .csv).")),

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import COMMANDS
+from costsim.config import COMMANDS, PREFIX_CACHES
 
 from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, inputs_of, warn,
                       with_options, user_errors)
@@ -87,10 +87,16 @@ def render(result: dict) -> str:
             ("strong calls ratio", "strong_calls_ratio", 1), ("strong decoded share", "strong_decode_tokens_ratio", 1),
             ("steps per review", "steps_per_review", 1), ("reviewed chunk (steps)", "reviewed_chunk_steps", 1),
             ("strong share of HBM", "strong_hbm_share", 1), ("strong batch (mean)", "strong_mean_batch", 1)]
+    if sc.get("prefix_cache", "hot") != "hot":  # the cache modelled: what it held, what it cost again
+        cols += [("strong prefix hits (tok)", "strong_prefix_cache_hit_rate", 1),
+                 ("weak prefix hits (tok)", "weak_prefix_cache_hit_rate", 1),
+                 ("strong re-prefill tok/task", "strong_prefill_recomputed_tokens", 1),
+                 ("weak re-prefill tok/task", "weak_prefill_recomputed_tokens", 1)]
     lines = [f"{sc['tasks']} tasks, p_u = {sc['p']:g}" + (f" ({sc['p_dist']})" if sc["p_dist"] else "")
              + f", K = {sc['K']}, seed {sc['seed']}, "
              + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),
              f"strong: {sc['strong']}", f"weak:   {sc['weak']}",
+             f"prefix cache: {sc.get('prefix_cache', 'hot')} ({PREFIX_CACHES[sc.get('prefix_cache', 'hot')].split(':')[0]})",
              *_scales(sc["step_scales"]),
              "mean per task ± 95% half-width; ratios are per committed step, paired with strong-only", ""]
     names = list(result["protocols"])

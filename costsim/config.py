@@ -222,6 +222,20 @@ SCHEDULER_SOURCES = {
 }
 
 
+#: How the simulator's replicas keep a session's prefix (the context its calls say is cached)
+#: between its calls (``Scenario.prefix_cache``, :class:`costsim.sim.replica.Replica`).
+PREFIX_CACHES = {
+    "hot": "always resident, holding no room: the exact twin's idealisation, and costsim's before the cache was modelled",
+    "evict": "the engine's prefix cache (its profile's prefix_caching; off where it has none): a finished call's "
+             "sequence stays in the KV pool until evicted, least recently used first, from its tail in blocks of "
+             "kv_block_tokens; a call prefills again what of its context is not resident at its admission",
+    "off": "no reuse: every call prefills its whole context",
+}
+#: The simulator's default: "hot" until capacity and plan account for the cache (docs/cost-model.md,
+#: "Prefix caching"); where nothing of a live session is evicted "evict" gives the same numbers.
+PREFIX_CACHE = "hot"
+
+
 @dataclass(frozen=True)
 class Synthetic:
     """The synthetic generator's medians (:mod:`costsim.traces.synthetic`), in tokens: the
@@ -469,6 +483,17 @@ JSON_KEYS = {
     "configurations": ("number", "configurations screened, a count"),
     "context_tokens": ("number", "context of a sequence, tokens"),
     "arrival_rate": ("number|null", "tasks arriving per second (open loop); null: closed loop"),
+    "strong_prefix_cache_hit_rate": ("number|null", "share of the context tokens the strong replicas looked up in "
+                                                    "their prefix caches at admission that were resident (hits / "
+                                                    "queried, in tokens); 1 where none was queried or the cache is "
+                                                    "always hot (prefix_cache 'hot')"),
+    "weak_prefix_cache_hit_rate": ("number|null", "the same for the weak replicas: hits / queried context tokens"),
+    "strong_prefix_cache_call_hit_rate": ("number|null", "share of the strong calls with a context whose whole "
+                                                         "context was resident at admission; 1 where none was queried"),
+    "weak_prefix_cache_call_hit_rate": ("number|null", "the same for the weak calls"),
+    "strong_prefill_recomputed_tokens": ("number", "tokens of context the strong model prefilled again because they "
+                                                   "were not resident (evicted, or no prefix cache), per task"),
+    "weak_prefill_recomputed_tokens": ("number", "the same for the weak model, tokens per task"),
 }
 _DIMENSIONLESS = {
     # the paper's ratios and costsim's, each against Strong-only

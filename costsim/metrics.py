@@ -31,7 +31,12 @@ EXTRA_COUNTERS = (
 )
 
 MODEL_KEYS = {who: tuple(f"{who}_{c}" for c in COUNTERS) for who in ("strong", "weak")}
+#: Per model, the context tokens its calls prefilled again because their prefix cache did not
+#: hold them (evicted, or no cache: ``Scenario.prefix_cache``); ``{who}_prefill_tokens`` counts
+#: the new tokens the protocol sent, so a model prefilled the sum of the two.
+RECOMPUTED_KEYS = {who: f"{who}_prefill_recomputed_tokens" for who in ("strong", "weak")}
 EMPTY_ROW = {k: 0.0 for keys in MODEL_KEYS.values() for k in keys}
+EMPTY_ROW.update(dict.fromkeys(RECOMPUTED_KEYS.values(), 0.0))
 EMPTY_ROW.update(committed_steps=0, reviews=0, reviewed_steps=0, rejections=0, auto_commits=0, tool_s=0.0)
 EMPTY_ROW.update(dict.fromkeys(EXTRA_COUNTERS, 0.0))
 
@@ -209,6 +214,8 @@ PER_TASK_EXTRA = {
     "tool_s": "tool_s",
     "tool_s_saved": "tool_s_saved",
     "spec_wait_s": "spec_wait_s",
+    "strong_prefill_recomputed_tokens": "strong_prefill_recomputed_tokens",
+    "weak_prefill_recomputed_tokens": "weak_prefill_recomputed_tokens",
     "false_accepts_per_task": "false_accepts",
     "false_rejects_per_task": "false_rejects",
 }
@@ -293,6 +300,9 @@ def summarize(rows) -> dict:
             for metric, c in API_RATIOS.items():
                 m[metric] = ratio_ci(col[c], api_base[c])
         m["strong_mean_batch"] = {"mean": float(col["strong_mean_batch"][0]), "ci95": [None, None]}
+        for k in ("strong_prefix_cache_hit_rate", "weak_prefix_cache_hit_rate"):  # run-wide, in tokens
+            if k in col:
+                m[k] = {"mean": float(col[k][0]), "ci95": [None, None]}
         m["strong_utilisation"] = {"mean": float(col["strong_utilisation"][0]), "ci95": [None, None]}
         out[name] = m
     return out

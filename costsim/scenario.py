@@ -27,6 +27,7 @@ from . import protocols, roofline
 from .acceptance import parse_p_dist
 from .calibration import CalibrationError, endpoint_fits, load_calibration
 from .config import (COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_REPLICAS, MAX_SECONDS, WORKLOAD,
+                     PREFIX_CACHE, PREFIX_CACHES,
                      AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
                      check_option, check_scale, OPTIONS)
 from .formulas import check_K
@@ -132,6 +133,9 @@ class Scenario:
     token_budget: int | None = None  # tokens an iteration (None: each replica's engine's on its device)
     max_seqs: int | None = None      # sequences running at once (None: likewise)
     kv_cap: bool = True           # admissions must fit the replica's KV pool (costsim.memory)
+    # A session's prefix between its calls: "hot", "evict" (the engine's cache) or "off"
+    # (costsim.config.PREFIX_CACHES; costsim.sim.replica).
+    prefix_cache: str = PREFIX_CACHE
     tool_latency: Latency = field(default_factory=Latency)
     user_latency: Latency = field(default_factory=Latency)
     network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
@@ -193,6 +197,8 @@ def check(sc: Scenario) -> None:
     check_K(sc.K)
     if isinstance(sc.seed, bool) or not isinstance(sc.seed, int) or sc.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
+    if not isinstance(sc.prefix_cache, str) or sc.prefix_cache not in PREFIX_CACHES:
+        raise ValueError(f"--prefix-cache must be one of {', '.join(PREFIX_CACHES)}, got {sc.prefix_cache!r}")
     if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:
         raise ValueError("--sessions and replica counts must be >= 1")
     if max(sc.strong_replicas, sc.weak_replicas) > MAX_REPLICAS:
@@ -264,8 +270,8 @@ def setting_keys() -> set[str]:
 
 
 #: Settings that name something (a model, a device, an engine, a precision, a file, a rule): strings.
-NAME_SETTINGS = ("api", "calibration", "edge_device", "engine", "p_dist", "strong", "strong_device", "strong_dtype",
-                 "weak", "weak_device", "weak_dtype", "weak_engine")
+NAME_SETTINGS = ("api", "calibration", "edge_device", "engine", "p_dist", "prefix_cache", "strong", "strong_device",
+                 "strong_dtype", "weak", "weak_device", "weak_dtype", "weak_engine")
 
 
 def _check_kinds(settings: dict) -> None:

@@ -161,6 +161,11 @@ class Engine:
       KV pool); ``reserve_gb``: of it, per GPU, what activations, CUDA graphs and communication
       buffers keep from the KV pool (``families`` may set it per device); ``memory_rule``: how the engine picks its share by default
       where it is not one number ('sglang-0.5', 'free-after-weights'; :func:`costsim.memory.memory_fraction`).
+    - ``prefix_caching``: whether the engine, by default, keeps finished sequences' KV in the pool
+      for later requests that share their prefix (vLLM's automatic prefix caching, SGLang's radix
+      cache, TensorRT-LLM's block reuse); ``kv_block_tokens``: the tokens of one KV block, the
+      unit in which a cached prefix is evicted from its tail (0: a prefix is evicted whole).
+      The simulator's "evict" prefix cache reads both (:mod:`costsim.sim.replica`).
     """
 
     name: str
@@ -185,6 +190,8 @@ class Engine:
     memory_utilization: float = 0.9
     reserve_gb: float = 4.0
     memory_rule: str = ""
+    prefix_caching: bool = True
+    kv_block_tokens: int = 16
     aliases: tuple[str, ...] = ()
     sources: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -434,6 +441,9 @@ BOUNDS: dict[tuple[type, str], Bound] = {
                                                      "holds no model"),
     (Engine, "reserve_gb"): Bound(1e-3, 1e6, "GB of each GPU kept from the KV pool: from a MB to memory_gb's most; "
                                              "0: none", True),
+    (Engine, "kv_block_tokens"): Bound(1, 1e6, "tokens of one KV block: engines use 1 (SGLang's pages) to a few hundred "
+                                               "(vLLM's hybrid-model blocks); 10^6 is past any; 0: a cached prefix is "
+                                               "evicted whole", True),
     (ModelSpec, "num_layers"): _LAYERS,
     (ModelSpec, "hidden_size"): _WIDTH,
     (ModelSpec, "num_attention_heads"): _HEADS,

@@ -6,9 +6,15 @@ decide what they cost) and adds every cost to the task's row.
 
 from __future__ import annotations
 
-from ..metrics import EMPTY_ROW, MODEL_KEYS
+import itertools
+
+from ..metrics import EMPTY_ROW, MODEL_KEYS, RECOMPUTED_KEYS
 from ..protocols.schedule import Boundary, Call, Chance, Count, Execute, Redraw, Review, Stall
 from ..scenario import Latency
+from .replica import Replica
+
+#: Sessions' keys in the replicas' prefix caches: one per task run, never reused in a process.
+_SESSIONS = itertools.count()
 
 class TaskRun:
     """One task being run by one protocol: wraps replicas, tools and the acceptance process."""
@@ -25,13 +31,16 @@ class TaskRun:
         # (its start, its calls', its tools'): the simulator's own processes are (run.py); then
         # a call may run at once (Replica.run_or_submit). Off for any other process.
         self.wakes_alone = False
+        # Its key in the replicas' prefix caches (Replica.submit): one session, this task's calls.
+        self.session = next(_SESSIONS)
 
     def call(self, who: str, prefill: int, context: int, decode: int):
         """Call the ``who`` ('strong' or 'weak') model; returns the finished request."""
         rep = self.strong if who == "strong" else self.weak
         if rep.rtt_s:
             yield self.env.timeout(rep.rtt_s)
-        req = rep.submit(prefill, context, decode)
+        req = (rep.submit(prefill, context, decode, self.session) if type(rep) is Replica
+               else rep.submit(prefill, context, decode))  # an API server keeps no cache of ours
         yield req.done
         self.charge(who, req)
         return req
@@ -39,6 +48,9 @@ class TaskRun:
     def charge(self, who: str, req):
         """Add a finished call (request) of the ``who`` model to the task's row."""
         self.add(who, req.prefill_tokens, req.decode_tokens, req.hbm_bytes, req.flops, req.busy_s)
+        recomputed = getattr(req, "recomputed", 0)
+        if recomputed:
+            self.row[RECOMPUTED_KEYS[who]] += recomputed
 
     def add(self, who: str, prefill_tokens, decode_tokens, hbm_bytes, flops, busy_s):
         """Add a call of the ``who`` model to the task's row, from its costs."""
@@ -56,7 +68,9 @@ class TaskRun:
         ``call`` and ``execute`` the commands go through."""
         h = via or self
         send, value, row, call, execute = schedule.send, None, self.row, h.call, h.execute
-        direct = {"strong": self.strong, "weak": self.weak} if via is None else {}
+        direct = {k: r for k, r in (("strong", self.strong), ("weak", self.weak)) if type(r) is Replica} \
+            if via is None else {}
+        session = self.session
         timeless = via is None and not (self.tool_latency or self.user_latency)  # execute: ()
         alone = self.wakes_alone  # after this driver's own first wait it always is
         while True:
@@ -73,10 +87,13 @@ class TaskRun:
                 # What self.call does, without a generator per call (the simulator's hot path);
                 # at once where nothing else can happen first (Replica.run_or_submit), which
                 # needs this process to have been resumed by an event it alone waits on.
-                value = rep.run_or_submit(cmd[1], cmd[2], cmd[3]) if alone else rep.submit(cmd[1], cmd[2], cmd[3])
+                value = (rep.run_or_submit(cmd[1], cmd[2], cmd[3], session) if alone
+                         else rep.submit(cmd[1], cmd[2], cmd[3], session))
                 if type(value) is tuple:
-                    secs, hbm, flops = value
+                    secs, hbm, flops, recomputed = value
                     self.add(cmd[0], cmd[1], cmd[3], hbm, flops, secs)
+                    if recomputed:
+                        row[RECOMPUTED_KEYS[cmd[0]]] += recomputed
                     value = None
                 else:
                     yield value.done

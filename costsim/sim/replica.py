@@ -15,8 +15,34 @@ Memory caps the batch: a request is admitted (its first prefill chunk scheduled)
 whole footprint — KV for its context, prompt and output, plus its bounded state — fits in the
 free KV pool (:mod:`costsim.memory`), and it holds that room until it finishes; requests that do
 not fit wait in FIFO order, as vLLM's scheduler has them wait for blocks. Reserving the output's
-room at admission means a running sequence is never preempted; between calls a session's
-prefix cache holds no room (it is evictable).
+room at admission means a running sequence is never preempted.
+
+Between its calls a session's prefix (the ``context`` a call says is cached) is treated in one of
+three ways (``prefix_cache``; :data:`costsim.config.PREFIX_CACHES`):
+
+- ``"hot"`` (the default, and the exact twin's idealisation): always resident, holding no room;
+- ``"evict"``: a modelled prefix cache, where the engine has one (its profile's
+  ``prefix_caching``; else ``"off"``). When a call of session ``s`` ends, its whole sequence
+  (context + prompt + output) stays in the pool as ``s``'s cached prefix, holding its room
+  (:attr:`Replica.kv_cached_bytes`, beside :attr:`Replica.kv_used`, the room of the calls in
+  flight) until it is evicted. At *admission* (when vLLM computes hits) the resident part of
+  the call's context is a hit; the rest of the context is a miss and is prefilled again: the
+  call's prompt grows by it, its cached context shrinks to the resident part. Admission takes
+  room from the cache before it makes a call wait: it evicts the least recently used cached
+  prefixes of other sessions, each from its tail in blocks of the engine's
+  ``kv_block_tokens`` (0: whole prefixes), until the call fits; a call waits only where it
+  would not fit with the whole cache evicted, which is today's rule, so where nothing of a
+  live session is evicted every number is the ``"hot"`` one, to the bit;
+- ``"off"``: no reuse: every call prefills its whole context.
+
+The cache is keyed by session (``submit(..., session)``; None: a call of no session, whose
+context is taken as cached and which leaves nothing behind). Counters per replica:
+``prefix_queried_tokens`` / ``prefix_hit_tokens`` (context tokens looked up at admission, and
+found resident), ``prefix_queried_calls`` / ``prefix_hit_calls`` (calls with a context, and
+those whose whole context was resident), ``prefix_prompt_tokens`` (context + prompt of those
+calls: vLLM's ``prefix_cache_queries`` counts these), ``prefill_recomputed_tokens`` (context
+re-prefilled: evicted, or no cache) and ``prefix_evicted_tokens``; none is counted in
+``"hot"`` mode, where every context is a hit by definition.
 
 Costs are attributed to requests exactly for FLOPs and KV bytes, and by token share for
 weight bytes and busy time. Running requests are settled when they finish (a heap keyed by
@@ -29,9 +55,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+from collections import OrderedDict
 
 from simpy import Event, Timeout
 
+from ..config import PREFIX_CACHE, PREFIX_CACHES
 from ..memory import DoesNotFit, kv_pool_bytes, state_bytes
 from ..profiles import Deployment
 from ..roofline import attention_pairs, coefficients, context_sum
@@ -43,15 +72,20 @@ class Request:
     on an idle replica it is the timeout of its epoch: one event less; so what ``done`` carries
     as its value is not the request — read the request itself). ``first_token`` is the end of
     the iteration that finished its prefill (that iteration samples its first token), and
-    ``finished`` the end of its last; both in simulated seconds. Cost fields accumulate."""
+    ``finished`` the end of its last; both in simulated seconds. Cost fields accumulate.
+    ``session``: the prefix cache's key (None: none); ``recomputed``: context tokens it
+    prefilled again at admission because they were not resident (its ``prefill_tokens`` stay
+    those it was given: what it prefilled is their sum; None where the context was not looked
+    up: ``"hot"``, or not admitted yet)."""
 
     __slots__ = ("prefill_left", "context", "decode_left", "done", "finished", "first_token",
                  "prefill_tokens", "decode_tokens", "hbm_bytes", "flops", "busy_s", "_join", "kv_held",
-                 "_solo", "_timeout")
+                 "_solo", "_timeout", "session", "recomputed")
 
-    def __init__(self, prefill_tokens: int, context: int, decode_tokens: int):
+    def __init__(self, prefill_tokens: int, context: int, decode_tokens: int, session=None):
         self.prefill_tokens, self.decode_tokens = prefill_tokens, decode_tokens
         self.prefill_left, self.context, self.decode_left = prefill_tokens, context, decode_tokens
+        self.session, self.recomputed = session, None  # None: not looked up (yet, or "hot": never)
         self.done = None  # set by Replica.submit
         self.finished = self.first_token = None
         self.hbm_bytes = self.flops = self.busy_s = 0.0
@@ -90,11 +124,14 @@ class Replica:
     decoding through a first iteration of ``mixed_s`` seconds that also carried prefill chunks
     (0 and 0.0 if there was none), then ``m`` decode iterations of ``B`` sequences whose
     contexts summed to ``context_sum`` at the first (``Coefficients.decode_iteration_seconds``
-    gives their times): the token gaps a benchmark client sees.
+    gives their times): the token gaps a benchmark client sees. ``prefix_cache``: how a
+    session's prefix is kept between its calls, "hot", "evict" or "off" (module docstring;
+    "evict" on an engine without prefix caching is "off"): :attr:`cache_mode` is what runs.
     """
 
     def __init__(self, env, deployment: Deployment, name: str = "", token_budget: int | None = None,
-                 max_seqs: int | None = None, rtt_s: float = 0.0, coef=None, kv_pool_bytes: float | None = None):
+                 max_seqs: int | None = None, rtt_s: float = 0.0, coef=None, kv_pool_bytes: float | None = None,
+                 prefix_cache: str = PREFIX_CACHE):
         self.env, self.deployment, self.name = env, deployment, name or deployment.model.name
         self.coef = coef or coefficients(deployment)  # or calibrated ones (roofline.calibrated)
         # None: the deployment's engine's limits on its device (one home: the engine profile)
@@ -116,19 +153,48 @@ class Replica:
         self.kv_used = self.kv_peak_bytes = self.kv_blocked_s = 0.0
         self._kv_token, self._kv_seq = self.coef.kv_bytes_per_token, state_bytes(deployment)
         self.iteration_log = None
+        if not isinstance(prefix_cache, str) or prefix_cache not in PREFIX_CACHES:
+            raise ValueError(f"prefix_cache must be one of {', '.join(PREFIX_CACHES)}, got {prefix_cache!r}")
+        eng = deployment.engine
+        self.cache_mode = "off" if prefix_cache == "evict" and not eng.prefix_caching else prefix_cache
+        self._cached = self.cache_mode != "hot"  # admission looks the context up (evict, off)
+        self._evicts = self.cache_mode == "evict"  # and a finished call's sequence stays cached
+        self._block = eng.kv_block_tokens  # eviction's unit from a prefix's tail, tokens (0: whole)
+        # The cache: session -> [tokens its last sequence had, tokens of it still resident], least
+        # recently used first, of sessions with no call admitted; the tokens and prefixes it holds
+        # (its room: kv_cached_bytes); calls admitted and not finished, per session.
+        self._prefixes: OrderedDict = OrderedDict()
+        self._cache_tokens = self._cache_seqs = 0
+        self._in_use: dict = {}
+        self.prefix_queried_tokens = self.prefix_hit_tokens = self.prefix_prompt_tokens = 0
+        self.prefix_queried_calls = self.prefix_hit_calls = 0
+        self.prefill_recomputed_tokens = self.prefix_evicted_tokens = 0
+
+    @property
+    def kv_cached_bytes(self) -> float:
+        """Room of the pool the cached prefixes hold (besides ``kv_used``, the calls in flight)."""
+        return self._kv_token * self._cache_tokens + self._kv_seq * self._cache_seqs
+
+    def cached_prefixes(self) -> dict:
+        """``{session: resident tokens}`` of the cache, least recently used first."""
+        return {s: e[1] for s, e in self._prefixes.items()}
 
     @property
     def mean_batch(self) -> float:
         return self.batch_time / self.busy_s if self.busy_s else 0.0
 
-    def submit(self, prefill_tokens: int, context: int, decode_tokens: int) -> Request:
-        """Queue a call; wait on ``request.done``."""
-        req = Request(prefill_tokens, context, decode_tokens)
+    def submit(self, prefill_tokens: int, context: int, decode_tokens: int, session=None) -> Request:
+        """Queue a call of ``session`` (the prefix cache's key; None: none); wait on
+        ``request.done``."""
+        req = Request(prefill_tokens, context, decode_tokens, session)
         self.queue.append(req)
         ep = self._epoch
-        if ep is None and not self._deferred and prefill_tokens <= self.token_budget:  # idle
-            self._start_solo(req)
-            return req
+        if ep is None and not self._deferred:  # idle: admitted now
+            if self._cached and not self._admit(req):  # its prompt grows by what is not resident
+                self._never_fits(req)
+            if req.prefill_left <= self.token_budget:
+                self._start_solo(req)
+                return req
         req.done = Event(self.env)
         if self._deferred:  # the plan at this instant is still to come: it takes this call too
             return req
@@ -143,22 +209,27 @@ class Replica:
             self._cut_short(ep)
         return req
 
-    def run_or_submit(self, prefill_tokens: int, context: int, decode_tokens: int):
+    def run_or_submit(self, prefill_tokens: int, context: int, decode_tokens: int, session=None):
         """A call by the process running now, which waits on it next and was resumed by an
         event it alone waits on (so no other callback of that event is still to run at this
         instant). If the replica is idle and no event is due before the call would end,
         nothing can reach the replica or the caller until then: the call is run to its end
         now, with the clock moved there (what waiting on its epoch's timeout does, without
-        the event; SimPy has no public call for it), and ``(seconds, HBM bytes, FLOPs)`` it
-        is charged are returned. Else it is submitted: its :class:`Request` is returned."""
-        if self._epoch is not None or self._deferred or prefill_tokens > self.token_budget:
-            return self.submit(prefill_tokens, context, decode_tokens)
+        the event; SimPy has no public call for it), and ``(seconds, HBM bytes, FLOPs,
+        context tokens prefilled again)`` it is charged are returned. Else it is submitted:
+        its :class:`Request` is returned."""
+        if self._epoch is not None or self._deferred:
+            return self.submit(prefill_tokens, context, decode_tokens, session)
+        if self._cached:
+            return self._run_or_submit_cached(prefill_tokens, context, decode_tokens, session)
+        if prefill_tokens > self.token_budget:
+            return self.submit(prefill_tokens, context, decode_tokens, session)
         env = self.env
         pre, run = self.coef.solo(prefill_tokens, context, decode_tokens)
         end = env._now + (pre[0] + run[0])  # as a Timeout schedules it
         q = env._queue  # what env.peek() reads, without its exception when there is none
         if q and q[0][0] <= end:  # an event due at `end` too would come first
-            req = Request(prefill_tokens, context, decode_tokens)
+            req = Request(prefill_tokens, context, decode_tokens, session)
             self.queue.append(req)
             self._start_solo(req, (pre, run))
             return req
@@ -174,7 +245,39 @@ class Replica:
         env._now = end
         if self.iteration_log is not None:
             self.iteration_log.append((0, pre[0], 1, context + prefill_tokens, max(decode_tokens, 0)))
-        return self._account_solo(pre, run, decode_tokens)
+        secs, hbm, flops = self._account_solo(pre, run, decode_tokens)
+        return secs, hbm, flops, 0
+
+    def _run_or_submit_cached(self, prefill_tokens, context, decode_tokens, session):
+        """:meth:`run_or_submit` on an idle replica whose admission looks the context up
+        (``"evict"``, ``"off"``): admitted now whichever road it takes, so looked up first (its
+        prompt may grow past the token budget), then run at once as the hot road does."""
+        env = self.env
+        req = Request(prefill_tokens, context, decode_tokens, session)
+        self.queue.append(req)
+        if not self._admit(req):  # nothing runs: it would not fit with the whole cache evicted
+            self._never_fits(req)
+        pre_t, ctx, m = req.prefill_left, req.context, req.decode_left
+        if pre_t > self.token_budget:  # prefilled in chunks: the general road
+            req.done = Event(env)
+            self._plan()
+            return req
+        pre, run = self.coef.solo(pre_t, ctx, m)
+        end = env._now + (pre[0] + run[0])
+        q = env._queue
+        if q and q[0][0] <= end:
+            self._start_solo(req, (pre, run))
+            return req
+        # What _start_solo and _end_solo do, to the same bits.
+        del self.queue[-1]
+        env._now = end
+        m = m if m > 0 else 0
+        if self.iteration_log is not None:
+            self.iteration_log.append((0, pre[0], 1, ctx + pre_t, m))
+        secs, hbm, flops = self._account_solo(pre, run, m)
+        req.context = ctx + pre_t + m
+        self._release(req)
+        return secs, hbm, flops, req.recomputed
 
     # --- planning -------------------------------------------------------------------------
 
@@ -185,9 +288,13 @@ class Replica:
             if not queue:
                 self._epoch = None
                 return
-            if len(queue) == 1 and queue[0].prefill_left <= self.token_budget:
-                self._start_solo(queue[0])
-                return
+            if len(queue) == 1:
+                r = queue[0]
+                if self._cached and not (r.kv_held or self._admit(r)):  # first: its prompt may grow
+                    self._never_fits(r)
+                if r.prefill_left <= self.token_budget:
+                    self._start_solo(r)
+                    return
         coef, ctx_run, it = self.coef, self._ctx_sum, self.iterations
         ep = _Epoch(self.env.now)
         chunks = ep.chunks
@@ -435,10 +542,17 @@ class Replica:
         return self._kv_token * (r.context + r.prefill_left + r.decode_left) + self._kv_seq
 
     def _admit(self, r) -> bool:
-        """Reserve ``r``'s room in the KV pool if it fits now."""
+        """Reserve ``r``'s room in the KV pool if it fits now: beside the calls in flight, with
+        as much of the cache evicted as it takes (the cache's room is never a reason to wait).
+        Where the context is looked up (``"evict"``, ``"off"``), this is when: the part of it
+        not resident is moved to the prompt (the footprint, its whole sequence, is the same)."""
         need = self._footprint(r)
         if self.kv_used + need > self.kv_pool:
             return False
+        if self._cached and r.recomputed is None:
+            self._look_up(r)
+            if self._cache_seqs and self.kv_used + need + self.kv_cached_bytes > self.kv_pool:
+                self._evict_for(need)
         r.kv_held = need
         self.kv_used += need
         if self.kv_used > self.kv_peak_bytes:
@@ -448,6 +562,97 @@ class Replica:
     def _release(self, r):
         self.kv_used -= r.kv_held
         r.kv_held = 0.0
+        if self._evicts and r.session is not None:
+            self._cache_put(r)
+
+    # --- the prefix cache ("evict", "off") ---------------------------------------------------
+
+    def _look_up(self, r):
+        """``r`` is admitted: its context's resident part is a hit, the rest is prefilled again.
+        Its session's cached prefix (if any) is taken out of the cache (its room is now in
+        ``r``'s footprint, its tail past the context given back)."""
+        r.recomputed = 0
+        s, ctx = r.session, r.context
+        if self.cache_mode == "off":
+            miss = ctx
+        elif s is None:  # a call of no session: its context is taken as cached
+            miss = 0
+        else:
+            e = self._prefixes.pop(s, None)
+            if e is not None:
+                full, res = e
+                self._cache_tokens -= res
+                self._cache_seqs -= 1
+                miss = (full if full < ctx else ctx) - res  # the evicted part of the context
+                if miss < 0:
+                    miss = 0
+            elif s in self._in_use:  # a call of the session in flight holds its prefix
+                miss = 0
+            else:  # nothing of it resident: evicted whole, or never here
+                miss = ctx
+            self._in_use[s] = self._in_use.get(s, 0) + 1
+        if ctx:
+            self.prefix_queried_tokens += ctx
+            self.prefix_prompt_tokens += ctx + r.prefill_left
+            self.prefix_queried_calls += 1
+            self.prefix_hit_tokens += ctx - miss
+            if not miss:
+                self.prefix_hit_calls += 1
+            else:
+                self.prefill_recomputed_tokens += miss
+                r.recomputed = miss
+                r.context = ctx - miss
+                r.prefill_left += miss
+
+    def _evict_for(self, need: float):
+        """Evict cached prefixes, least recently used first, each from its tail in blocks of
+        ``kv_block_tokens`` (0: whole), until ``need`` bytes fit beside the calls in flight and
+        the cache. (The caller has checked that they fit with the whole cache evicted.)"""
+        prefixes, kvt, kvs, bs = self._prefixes, self._kv_token, self._kv_seq, self._block
+        base = self.kv_used + need - self.kv_pool
+        while prefixes:
+            over = base + (kvt * self._cache_tokens + kvs * self._cache_seqs)
+            if over <= 0:
+                return
+            s, e = next(iter(prefixes.items()))
+            res = e[1]
+            keep = 0
+            if bs and kvt > 0:
+                left = res - math.ceil(over / kvt)
+                keep = left // bs * bs if left > 0 else 0
+            if keep > 0:  # its tail blocks go
+                e[1] = keep
+                self._cache_tokens -= res - keep
+                self.prefix_evicted_tokens += res - keep
+            else:  # all of it
+                del prefixes[s]
+                self._cache_tokens -= res
+                self._cache_seqs -= 1
+                self.prefix_evicted_tokens += res
+
+    def _cache_put(self, r):
+        """``r`` (of a session) is finished: its sequence, ``r.context`` tokens, stays in the
+        pool as its session's cached prefix, the most recently used (in the room ``r`` held;
+        with a prefix of the session still cached, the longer of the two)."""
+        s = r.session
+        n = self._in_use[s] - 1
+        if n:
+            self._in_use[s] = n
+        else:
+            del self._in_use[s]
+        tokens = r.context
+        e = self._prefixes.pop(s, None)
+        if e is None:
+            self._cache_seqs += 1
+            self._cache_tokens += tokens
+            e = [tokens, tokens]
+        else:
+            if tokens > e[1]:
+                self._cache_tokens += tokens - e[1]
+                e[1] = tokens
+            if tokens > e[0]:
+                e[0] = tokens
+        self._prefixes[s] = e
 
     def _never_fits(self, r):
         raise DoesNotFit(f"a call of {r.context + r.prefill_left + r.decode_left:,.0f} tokens needs "

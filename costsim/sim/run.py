@@ -136,9 +136,10 @@ def _replicas(env, sc: Scenario, costs, strong_ids, weak_ids) -> tuple[list, lis
     """``(strong, weak)`` replicas of the scenario's deployments, named by their index in the
     fleet (``strong_ids``, ``weak_ids``); ``costs``: :func:`costsim.scenario.replica_costs`."""
     (s_coef, s_call_s), (w_coef, w_call_s) = costs
-    pool = None if sc.kv_cap else math.inf
-    strong = [Replica(env, sc.strong, f"strong{i}", *sc.limits(sc.strong), s_call_s, s_coef, pool) for i in strong_ids]
-    weak = [Replica(env, sc.weak, f"weak{i}", *sc.limits(sc.weak), w_call_s, w_coef, pool) for i in weak_ids]
+    pool, cache = None if sc.kv_cap else math.inf, sc.prefix_cache
+    strong = [Replica(env, sc.strong, f"strong{i}", *sc.limits(sc.strong), s_call_s, s_coef, pool, cache)
+              for i in strong_ids]
+    weak = [Replica(env, sc.weak, f"weak{i}", *sc.limits(sc.weak), w_call_s, w_coef, pool, cache) for i in weak_ids]
     return strong, weak
 
 
@@ -172,10 +173,14 @@ def _arrival_rng(sc: Scenario):
     return np.random.default_rng(np.random.SeedSequence([sc.seed, 0xA11]))
 
 
-def _stats(rep) -> tuple[float, float, float]:
+def _stats(rep) -> tuple:
     """What the run-wide fields need of a replica (or API server): ``(mean batch, busy
-    seconds, seconds busy while a call waited for KV room)``."""
-    return rep.mean_batch, rep.busy_s, getattr(rep, "kv_blocked_s", 0.0)
+    seconds, seconds busy while a call waited for KV room, context tokens looked up in its
+    prefix cache, of them resident, calls looked up, of them wholly resident)`` (an API server,
+    or a replica whose cache is always hot, looks nothing up: zeros)."""
+    g = getattr
+    return (rep.mean_batch, rep.busy_s, g(rep, "kv_blocked_s", 0.0), g(rep, "prefix_queried_tokens", 0),
+            g(rep, "prefix_hit_tokens", 0), g(rep, "prefix_queried_calls", 0), g(rep, "prefix_hit_calls", 0))
 
 
 def _run_wide(strong, weak, horizon) -> dict:
@@ -183,10 +188,18 @@ def _run_wide(strong, weak, horizon) -> dict:
     and its horizon (simulated seconds; the time of its last event). One function for both
     the whole-fleet and the cell-by-cell run: the same sums in the same order, the same bits."""
     busy = sum(s[1] for s in strong)
+
+    def hit_rate(reps, queried, hits) -> float:  # 1 where nothing was looked up: nothing missed
+        q = sum(r[queried] for r in reps)
+        return float(sum(r[hits] for r in reps) / q) if q else 1.0
+
     return {"strong_mean_batch": float(np.mean([s[0] for s in strong])),
             "weak_mean_batch": float(np.mean([w[0] for w in weak])),
             "strong_utilisation": float(busy / (horizon * len(strong))) if horizon else 0.0,
             "strong_kv_blocked_share": float(sum(s[2] for s in strong) / max(busy, 1e-12)),
+            "strong_prefix_cache_hit_rate": hit_rate(strong, 3, 4), "weak_prefix_cache_hit_rate": hit_rate(weak, 3, 4),
+            "strong_prefix_cache_call_hit_rate": hit_rate(strong, 5, 6),
+            "weak_prefix_cache_call_hit_rate": hit_rate(weak, 5, 6),
             "makespan_s": horizon}
 
 
