@@ -106,6 +106,10 @@ SCENARIO_OPTIONS = {
         "A session's prefix between its calls: hot (always resident, no room: the closed forms' assumption) [default], "
         "evict (the engine's prefix cache: LRU eviction from the KV pool, re-prefill of what was evicted) or off "
         "(no reuse). docs/cost-model.md, 'Prefix caching'."))),
+    "routing": (_S, typer.Option(None, "--routing", help=(
+        "Which replica a call goes to: session (each task's calls to one replica of each pool, tasks round-robin: "
+        "session-affine) [default] or call (each call to the next replica: a stateless balancer; with "
+        "--prefix-cache evict a session's prefix may be elsewhere)."))),
     "tool_latency": (str, typer.Option("0", "--tool-latency", help="Per tool call: a duration (0.5, 500ms), lognormal:median,sigma, or recorded[:fallback] (the trace's own tool times).")),
     "network_rtt": (str, typer.Option("0", "--network-rtt", help="Round trip to the strong model per call: a duration, 0.05, 50ms (edge-cloud).")),
     "out": (_S, typer.Option(None, "--out", "-o", help="Write the per-task table (.parquet or .csv).")),

@@ -237,7 +237,7 @@ SCENARIO_OPTIONS = ("p_accept", "K", "p_dist", "protocols", "sessions", "arrival
                     "gpu_memory_utilization", "strong_replicas", "weak_replicas", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "network_rtt", "calibration", "false_accept", "false_reject",
                     "escalate_p", "escalation_span", "spec_hit", "self_spec_hit", "api", "api_ttft", "api_tps",
-                    "edge_device", "prefix_cache", "option")
+                    "edge_device", "prefix_cache", "routing", "option")
 
 
 def _options(command: str, options: dict, allowed=SCENARIO_OPTIONS) -> dict:
@@ -391,7 +391,7 @@ CAPACITY_OPTIONS = ("p_accept", "K", "strong", "weak", "strong_device", "weak_de
                     "weak_dtype", "engine",
                     "weak_engine", "expert_parallel", "gpu_memory_utilization", "p_dist", "rho", "strong_step_scale", "weak_step_scale",
                     "verdict_tokens", "tool_latency", "api", "edge_device", "api_ttft", "api_tps", "seed",
-                    "calibration", "prefix_cache")
+                    "calibration", "prefix_cache", "routing")
 
 
 class CapacityResult(Result):

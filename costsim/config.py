@@ -234,6 +234,15 @@ PREFIX_CACHES = {
 #: The simulator's default: "hot" until capacity and plan account for the cache (docs/cost-model.md,
 #: "Prefix caching"); where nothing of a live session is evicted "evict" gives the same numbers.
 PREFIX_CACHE = "hot"
+#: How the simulator's fleet sends a task's calls to replicas (``Scenario.routing``).
+ROUTINGS = {
+    "session": "session-affine: each task's calls go to one replica of each pool, the tasks spread round-robin over "
+               "them (a session's prefix stays where it was cached), as agent deployments route",
+    "call": "each call to the next replica of its pool, round-robin: a stateless load balancer (a session's next call "
+            "may find its prefix on another replica)",
+}
+#: The simulator's default routing: session-affine (what costsim has always simulated).
+ROUTING = "session"
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def report(tasks, sc: Scenario, progress=None, workers: int | None = None):
     result = {"protocols": summarize(rows), "closed_form": closed_form(tasks, sc),
               "scenario": {"p": sc.p, "K": sc.K, "p_dist": sc.p_dist, "sessions": sc.sessions,
                            "arrival_rate": sc.arrival_rate, "seed": sc.seed, "tasks": len(tasks),
-                           "prefix_cache": sc.prefix_cache,
+                           "prefix_cache": sc.prefix_cache, "routing": sc.routing,
                            "strong": sc.strong.describe(), "weak": sc.weak.describe(),
                            "step_scales": {"strong": sc.strong_step_scale, "weak": sc.weak_step_scale, "rho": sc.rho,
                                            "source": sc.step_scale_source or "the recorded tokens"}}}

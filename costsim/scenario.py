@@ -27,7 +27,7 @@ from . import protocols, roofline
 from .acceptance import parse_p_dist
 from .calibration import CalibrationError, endpoint_fits, load_calibration
 from .config import (COMMANDS, DEPLOY_KEYS, LATENCY_KEYS, OPTION_SETTINGS, MAX_CALL_TOKENS, MAX_RATIO, MAX_REPLICAS, MAX_SECONDS, WORKLOAD,
-                     PREFIX_CACHE, PREFIX_CACHES,
+                     PREFIX_CACHE, PREFIX_CACHES, ROUTING, ROUTINGS,
                      AgentCollabOptions, SelfSpecOptions, SpeculativeActionsOptions, StepScales, VerifierOptions,
                      check_option, check_scale, OPTIONS)
 from .formulas import check_K
@@ -136,6 +136,9 @@ class Scenario:
     # A session's prefix between its calls: "hot", "evict" (the engine's cache) or "off"
     # (costsim.config.PREFIX_CACHES; costsim.sim.replica).
     prefix_cache: str = PREFIX_CACHE
+    # Which replica a call goes to: "session" (a task's calls to one replica) or "call" (round-robin
+    # per call) (costsim.config.ROUTINGS; costsim.sim.run).
+    routing: str = ROUTING
     tool_latency: Latency = field(default_factory=Latency)
     user_latency: Latency = field(default_factory=Latency)
     network_rtt_s: float = 0.0    # added to every strong call (the strong model is remote)
@@ -199,6 +202,8 @@ def check(sc: Scenario) -> None:
         raise ValueError(f"--seed must be an integer >= 0, got {sc.seed!r}")
     if not isinstance(sc.prefix_cache, str) or sc.prefix_cache not in PREFIX_CACHES:
         raise ValueError(f"--prefix-cache must be one of {', '.join(PREFIX_CACHES)}, got {sc.prefix_cache!r}")
+    if not isinstance(sc.routing, str) or sc.routing not in ROUTINGS:
+        raise ValueError(f"--routing must be one of {', '.join(ROUTINGS)}, got {sc.routing!r}")
     if sc.sessions < 1 or sc.strong_replicas < 1 or sc.weak_replicas < 1:
         raise ValueError("--sessions and replica counts must be >= 1")
     if max(sc.strong_replicas, sc.weak_replicas) > MAX_REPLICAS:
@@ -270,7 +275,7 @@ def setting_keys() -> set[str]:
 
 
 #: Settings that name something (a model, a device, an engine, a precision, a file, a rule): strings.
-NAME_SETTINGS = ("api", "calibration", "edge_device", "engine", "p_dist", "prefix_cache", "strong", "strong_device",
+NAME_SETTINGS = ("api", "calibration", "edge_device", "engine", "p_dist", "prefix_cache", "routing", "strong", "strong_device",
                  "strong_dtype", "weak", "weak_device", "weak_dtype", "weak_engine")
 
 

@@ -289,3 +289,29 @@ def test_the_command_takes_the_cache_and_reports_what_it_held_and_recomputed(cap
     assert main(["simulate", "--tasks", "20", "-q"]) == 0
     table = capsys.readouterr().out
     assert "prefix cache: hot (always resident, holding no room)" in table and "re-prefill" not in table
+
+
+def test_routing_per_call_spreads_a_sessions_calls_and_its_cache_misses():
+    """Routing "call" (a stateless balancer): over one replica a pool is routed as "session" is,
+    to the bit; over several, a session's next call finds its prefix elsewhere: the evicting
+    cache misses what "session" routing hits, and the fleet no longer splits into cells."""
+    from costsim.sim.run import n_cells
+
+    sc = build_scenario({"p": 0.8, "K": 4, "arrival_rate": 0.3, "strong_replicas": 1, "weak_replicas": 1,
+                         "seed": 2, "protocols": "strong-only,specagent", "prefix_cache": "evict"})
+    tasks = generate(30, seed=4)
+    assert simulate(tasks, replace(sc, routing="call")) == simulate(tasks, sc)
+    fleet = replace(sc, strong_replicas=4, weak_replicas=4)
+    assert n_cells("specagent", fleet) == 4 and n_cells("specagent", replace(fleet, routing="call")) == 1
+
+    def strong_hits(routing):
+        rows = simulate(tasks, replace(fleet, routing=routing))
+        so = [r for r in rows if r["protocol"] == "strong-only"]
+        return so[0]["strong_prefix_cache_hit_rate"], sum(r["strong_prefill_recomputed_tokens"] for r in so)
+
+    assert strong_hits("session") == (1.0, 0.0)  # every call where its prefix is: nothing evicted here
+    rate, recomputed = strong_hits("call")
+    # a replica holds the session's prefix as of its call there 4 calls before: most of it
+    assert 0.5 < rate < 1.0 and recomputed > 0
+    with pytest.raises(ValueError, match="--routing must be one of session, call"):
+        simulate(tasks, replace(sc, routing="random"))

@@ -236,6 +236,8 @@ ASSUMPTIONS = [
     "as Poisson arrivals (burstier than an even spread: conservative), until its arrivals span 3 of its own p95s; p95 "
     "over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",
     "cost: every replica paid by the hour at the on-demand list prices below, busy or idle",
+    "prefix cache: a session's prefix always resident between its calls, at no memory cost (the screen's and the "
+    "simulator's default, --prefix-cache hot; `costsim simulate --prefix-cache evict` shows where that fails)",
 ]
 
 

@@ -39,8 +39,7 @@ class TaskRun:
         rep = self.strong if who == "strong" else self.weak
         if rep.rtt_s:
             yield self.env.timeout(rep.rtt_s)
-        req = (rep.submit(prefill, context, decode, self.session) if type(rep) is Replica
-               else rep.submit(prefill, context, decode))  # an API server keeps no cache of ours
+        req = rep.submit(prefill, context, decode, self.session)
         yield req.done
         self.charge(who, req)
         return req

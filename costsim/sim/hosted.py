@@ -43,7 +43,8 @@ class ApiServer:
     def seconds(self, prefill, decode) -> float:
         return self.ttft_s + (prefill / self.input_tps if self.input_tps else 0.0) + decode / self.output_tps
 
-    def submit(self, prefill_tokens, context, decode_tokens) -> ApiRequest:
+    def submit(self, prefill_tokens, context, decode_tokens, session=None) -> ApiRequest:
+        """A call; ``session`` is ignored (the provider's caching is in its prices)."""
         req = ApiRequest(self.env, prefill_tokens, decode_tokens, self.seconds(prefill_tokens, decode_tokens))
 
         def finish(_e):

@@ -76,8 +76,9 @@ def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, 
 def n_cells(name: str, sc: Scenario) -> int:
     """How many independent cells protocol ``name`` of ``sc`` splits into: ``gcd(S, W)`` for an
     open-loop run on replicas of its own, else 1 (closed loop: the sessions share one queue of
-    tasks; on an API: one server takes every task's strong calls)."""
-    if not sc.arrival_rate or protocols.on_api(name):
+    tasks; on an API: one server takes every task's strong calls; routed per call: every task
+    may reach every replica)."""
+    if not sc.arrival_rate or protocols.on_api(name) or sc.routing == "call":
         return 1
     return math.gcd(int(sc.strong_replicas), int(sc.weak_replicas))
 
@@ -99,7 +100,13 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress, compact=False):
         strong, weak = _replicas(env, sc, costs, range(sc.strong_replicas), range(sc.weak_replicas))
     rows = [None] * len(tasks)
     S, W = len(strong), len(weak)
-    begin, proc, end = _task_steps(env, name, root, sc, rows, progress, lambda i: (strong[i % S], weak[i % W]))
+    if sc.routing == "call":  # one balancer per pool for every call (an API is one server already)
+        pools = (strong[0] if on_api else RoundRobin(strong), RoundRobin(weak))
+        pick = lambda i: pools  # noqa: E731
+    else:
+        def pick(i):
+            return strong[i % S], weak[i % W]
+    begin, proc, end = _task_steps(env, name, root, sc, rows, progress, pick)
 
     if sc.arrival_rate:
         def one(i):
@@ -130,6 +137,19 @@ def _run_protocol(name, tasks, root, sc: Scenario, progress, compact=False):
     for r in rows:
         r.update(run_wide)
     return Rows.of(rows) if compact else rows
+
+
+class RoundRobin:
+    """A pool behind a stateless load balancer (routing "call"): each call to the next of its
+    replicas in turn, whatever session it is of."""
+
+    def __init__(self, replicas: list):
+        self.replicas, self.rtt_s, self._next = replicas, replicas[0].rtt_s, 0
+
+    def submit(self, prefill_tokens: int, context: int, decode_tokens: int, session=None):
+        rep = self.replicas[self._next]
+        self._next = (self._next + 1) % len(self.replicas)
+        return rep.submit(prefill_tokens, context, decode_tokens, session)
 
 
 def _replicas(env, sc: Scenario, costs, strong_ids, weak_ids) -> tuple[list, list]:
