@@ -352,6 +352,9 @@ def operating_point(tasks, sc: Scenario, cell: Cell, task_rate: float, srch: Sea
         "weak_batch": r0["weak_mean_batch"] if cell.weak else None,
         "strong_utilisation": r0["strong_utilisation"] if cell.strong else None,
         "strong_kv_blocked_share": r0["strong_kv_blocked_share"] if cell.strong else None,
+        # in tokens, over the cell's replicas (1 where the cache is always hot: nothing looked up)
+        "strong_prefix_cache_hit_rate": r0["strong_prefix_cache_hit_rate"] if cell.strong else None,
+        "weak_prefix_cache_hit_rate": r0["weak_prefix_cache_hit_rate"] if cell.weak else None,
         "strong_calls_per_task": float(np.mean([r["strong_calls"] for r in rows])),
         "weak_calls_per_task": float(np.mean([r["weak_calls"] for r in rows])),
         "api_cost_per_task_usd": float(np.mean([r.get("api_cost_usd", 0.0) for r in rows])),
@@ -415,7 +418,9 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
         else:
             res.update(op)
             res["past_balance_point"] = (op["strong_batch"] > b_star) if op["strong_batch"] is not None else None
-            res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star)
+            res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star,
+                                       min(h for h in (op["strong_prefix_cache_hit_rate"], op["weak_prefix_cache_hit_rate"])
+                                           if h is not None))
             # within the rate search's resolution: the cells' rates are known to rel_tol
             res["meets_target"] = op["latency_p95_s"] <= srch.latency_p95_s * (1.0 + srch.rel_tol)
             s_dep, w_dep = replica_deployments(sc, name)
@@ -437,19 +442,29 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
 
 #: A strong replica whose queue waited for KV room this share of its busy time is memory bound.
 KV_BOUND_SHARE = 0.05
+#: A cell whose replicas found less than this share of their calls' context in their prefix
+#: caches (in tokens) is bound by the cache: its load evicts the prefixes of its own sessions
+#: (an assumption: 5% of the context prefilled again is where re-prefill starts to show).
+CACHE_BOUND_HIT_RATE = 0.95
 
 
-def bound_by(strong_batch, kv_blocked_share, b_star: float) -> str:
+def bound_by(strong_batch, kv_blocked_share, b_star: float, cache_hit_rate: float = 1.0) -> str:
     """What limits a strong replica at the operating point: its KV pool (calls waited for room
     in at least :data:`KV_BOUND_SHARE` of its busy time), compute (the batch is past B*, so
     more load is slower iterations), or else the latency target itself (memory-bound decode
-    whose iterations grow with the batch)."""
+    whose iterations grow with the batch); and, where the cell's replicas evict their own
+    sessions' prefixes (their hit rate, in tokens, under :data:`CACHE_BOUND_HIT_RATE`), the
+    prefix cache."""
     if strong_batch is None:
         return "no strong replica"
     kv, compute = kv_blocked_share >= KV_BOUND_SHARE, strong_batch > b_star
     if kv and compute:
-        return "compute and KV memory"
-    return "KV memory" if kv else "compute" if compute else "latency target"
+        what = "compute and KV memory"
+    else:
+        what = "KV memory" if kv else "compute" if compute else "latency target"
+    if cache_hit_rate < CACHE_BOUND_HIT_RATE:
+        what += f", and the prefix cache (it holds {cache_hit_rate:.0%} of the context its calls send again)"
+    return what
 
 
 def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:

@@ -430,3 +430,10 @@ def _edge_searches(srch, edge, start, g, hint, calls):
     again = cap._bisect([], None, "x", 1, 1, start, srch, [], lo=lo, hi=hi)
     assert again.k == truth and {start * g**lo, start * g**hi}.isdisjoint(calls)
     assert len(calls) <= 2 * (math.log(hi - lo, 3) + 1)
+
+
+def test_a_cell_that_evicts_its_own_sessions_prefixes_is_bound_by_the_cache():
+    assert cap.bound_by(4.0, 0.0, 100.0) == "latency target"
+    assert cap.bound_by(4.0, 0.0, 100.0, cap.CACHE_BOUND_HIT_RATE) == "latency target"
+    said = cap.bound_by(400.0, 0.2, 100.0, 0.61)
+    assert said == "compute and KV memory, and the prefix cache (it holds 61% of the context its calls send again)"
