@@ -183,3 +183,125 @@ def test_matplotlib_is_imported_only_when_drawing():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                        cwd=tempfile.gettempdir())
     assert r.stdout.strip() == "False"
+
+
+# --- what the figures mark, checked on their data and on the drawn artists ---------------------
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def _close(fig):
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_cost_model_marks_the_default_operating_point(regenerated):
+    """fig1's kappa 0.2 is illustrative; the default deployments' kappa is the one `costsim
+    predict` computes (the roofline), and the starred point lies on the dashed curve drawn at it."""
+    from costsim import api, formulas
+    from costsim.config import COMMANDS, WORKLOAD
+    from costsim.figures.experiments import VD_PASSES
+
+    _, done = regenerated
+    res, df = done["cost-model"]["result"], done["cost-model"]["data"]
+    op = res["default"]
+    pred = api.predict(COMMANDS.p_accept)  # what the command prints for the default deployments
+    assert (op["p"], op["n"]) == (COMMANDS.p_accept, WORKLOAD.K)
+    assert op["kappa"] == pred["kappa"] and op["kappa"] != res["kappa"]
+    assert pred["sources"]["kappa"].startswith("roofline")
+    assert (op["R"], op["L"]) == (pred["R"], pred["L"])
+    assert op["L"] == pytest.approx(float(formulas.L(op["p"], op["n"], VD_PASSES, res["rho"], op["kappa"])), rel=1e-12)
+    assert op["R"] == pytest.approx(float(formulas.R(op["p"], op["n"], VD_PASSES, res["rho"])), rel=1e-12)
+    y, _, _ = df.attrs["curves"][("L_default", op["n"])]
+    assert np.allclose(y, formulas.L(df.attrs["p"], op["n"], VD_PASSES, res["rho"], op["kappa"]))
+    assert set(df.curve) == {"R", "L", "L_default"}
+    # Drawn: the legend of (b) names the dashed curve and the star, with the computed numbers.
+    fig = figures.draw.cost_model(df)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert any(f"κ = {op['kappa']:.3f}" in t for t in labels)
+    assert any("default operating point" in t and f"{op['L']:.3f}" in t for t in labels)
+    _close(fig)
+
+
+def test_capacity_figure_prices_the_fleets_as_capacity_does(regenerated):
+    from costsim import fleet_cost
+    from costsim.profiles import load_device
+
+    _, done = regenerated
+    res, df = done["capacity"]["result"], done["capacity"]["data"]
+    h20 = load_device("h20").usd_per_gpu_hour
+    assert {v["usd_per_gpu_hour"] for v in res["prices"].values()} == {h20}
+    for r in res["table"]:  # GPUs x the profile's price per hour, over the hours 1,000 tasks take
+        assert r["usd_per_1k"] == pytest.approx(r["gpus"] * h20 * fleet_cost.hours_per_1k_tasks(r["rate"]), rel=1e-12)
+    assert list(df.usd_per_1k_tasks) == [r["usd_per_1k"] for r in res["table"]]
+    fig = figures.draw.capacity(df)
+    assert "USD per 1,000 tasks" in fig.axes[2].get_ylabel() and f"${h20:.2f}/GPU-hour" in fig.axes[2].get_ylabel()
+    _close(fig)
+
+
+def test_balance_point_labels_stay_apart(regenerated):
+    """fig3's reference lines are labelled above the axes, none over another or over the title,
+    and no vertical grid line runs beside them."""
+    import math
+
+    _, done = regenerated
+    df = done["balance-point"]["data"]
+    fig = figures.draw.balance_point(df)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    runs = df.attrs["runs"]
+    want = sum(math.isfinite(v["B_star"]) for v in runs.values()) + sum(v["kv_limit"] < 300 for v in runs.values())
+    above = [t for t in ax.texts if t.get_text().startswith(("B* = ", "KV "))]
+    assert len(above) == want >= 2
+    boxes = [t.get_window_extent(r) for t in above]
+    plot = ax.get_window_extent(r)
+    assert all(b.y0 >= plot.y1 for b in boxes)  # above the plotting area: over no line or point
+    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(_overlap(b, ax.title.get_window_extent(r)) for b in boxes)
+    assert not any(g.get_visible() for g in ax.xaxis.get_gridlines())
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("B*:") for t in labels) and any(t.startswith("KV:") for t in labels)
+    _close(fig)
+
+
+def test_tau2_paper_markers_are_told_apart(regenerated):
+    _, done = regenerated
+    df = done["tau2-replay"]["data"]
+    fig = figures.draw.tau2_replay(df)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    stars = [ln for ln in ax.get_lines() if ln.get_marker() == "*"]
+    assert len(stars) == len(df.attrs["paper"]) == 2
+    assert all(ln.get_markerfacecolor() == "none" for ln in stars)  # hollow: both outlines show
+    assert stars[0].get_markeredgecolor() != stars[1].get_markeredgecolor()
+    notes = [t for t in ax.texts if t.get_text().startswith("paper, ")]
+    assert sorted(t.get_text() for t in notes) == sorted(f"paper, {k}" for k in df.attrs["paper"])
+    a, b = (t.get_window_extent(r) for t in notes)
+    assert not _overlap(a, b)
+    # Tasks at 0 calls (jittered below 0) stay in view.
+    assert ax.get_ylim()[0] < -0.25 and ax.get_xlim()[0] < -0.25
+    _close(fig)
+
+
+def test_plan_figure_joins_each_simulation_to_its_screen_estimate():
+    from costsim import api
+
+    res = api.plan("1/s", latency_p95="90s", devices="h200,h20", K="4,6", tasks=40)
+    s, r = res.data["recommended"]
+    fig = figures.draw.plan_front(res.data)
+    ax = fig.axes[0]
+    title = ax.get_legend().get_title().get_text()
+    assert f"screened at p95 {s.p95_s:.1f} s" in title and f"simulated at p95 {r['latency_p95_s']:.1f} s" in title
+    arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+    ends = {(t.xy, t.xyann) for t in arrows}
+    assert ((r["latency_p95_s"], r["cost_per_1k_tasks_usd"]), (s.p95_s, s.cost_per_1k)) in ends
+    assert len(arrows) == len(res.data["confirmed"])
+    fig.canvas.draw()
+    rend = fig.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(rend).y1 < ax.get_window_extent(rend).y0  # below the axes
+    _close(fig)

@@ -58,9 +58,11 @@ def cost_model(df):
     plt = _plt()
     a = df.attrs
     kappa, rho, p = a["result"]["kappa"], a["result"]["rho"], a["p"]
+    op = a["result"]["default"]
+    ns = sorted({k[1] for k in a["curves"] if k[0] == "R"})
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
     for ax, which in zip(axes, ("R", "L")):
-        for n, c in zip(sorted({k[1] for k in a["curves"]}), COLORS):
+        for n, c in zip(ns, COLORS):
             y, y0, y1 = a["curves"][(which, n)]
             ax.plot(p, y, color=c, lw=1.6, label=f"n = {n}")
             ax.plot([1.0], [y1], marker="o", color=c, ms=5, clip_on=False, zorder=5)
@@ -75,15 +77,34 @@ def cost_model(df):
     axes[0].set_ylabel("$R_u$: strong weight passes per committed step\n(relative to Strong-only)")
     axes[0].set_title("(a) $R_u$ — strong HBM traffic, memory-bound replica")
     axes[1].set_ylabel("$L_u$: wall time per committed step\n(relative to Strong-only)")
-    axes[1].set_title(f"(b) $L_u$ — latency, weak/strong step time $\\kappa$ = {kappa:g}")
+    axes[1].set_title(f"(b) $L_u$ — latency, weak/strong step time $\\kappa$ = {kappa:g} (illustrative)")
+    # The default operating point: p_u, K and the roofline's kappa of the default deployments.
+    c0 = COLORS[ns.index(op["n"])]
+    y, _, _ = a["curves"][("L_default", op["n"])]
+    dashed = dict(color=c0, lw=1.6, ls=(0, (5, 2)))
+    axes[1].plot(p, y, **dashed)
+    star = dict(marker="*", ms=14, color=c0, mec="k", mew=0.8, ls="", zorder=6)
+    axes[0].plot([op["p"]], [op["R"]], **star)
+    axes[1].plot([op["p"]], [op["L"]], **star)
+    from matplotlib.lines import Line2D
+
+    limit = dict(ls="", color="k", ms=5)
+    axes[1].legend(handles=[
+        Line2D([], [], marker="s", label="p = 0 limit: v/d + ρ + κ n", **limit),
+        Line2D([], [], marker="o", label="p → 1 limit: v/(n d) + κ", **limit),
+        Line2D([], [], **dashed,
+               label=f"n = {op['n']} at the default deployments' κ = {op['kappa']:.3f} (roofline)"),
+        Line2D([], [], **{**star, "ms": 11},
+               label=f"default operating point: p_u = {op['p']:g}, K = {op['n']}, $L_u$ = {op['L']:.3f}"),
+    ], loc="lower left", fontsize=8)
     axes[0].set_ylim(3e-3, 2.0)
     axes[1].set_ylim(0.15, 6.0)
     axes[0].legend(loc="lower left", ncol=2, title="chunk length n")
-    axes[0].annotate("■ p = 0 limit: v/d + ρ (the same for every n)\n● p → 1 limit: v/(n d)", xy=(0.03, 0.45),
+    axes[0].annotate("■ p = 0 limit: v/d + ρ (the same for every n)\n● p → 1 limit: v/(n d)\n"
+                     f"★ default operating point: p_u = {op['p']:g}, n = K = {op['n']},\n    $R_u$ = {op['R']:.3f}",
+                     xy=(0.03, 0.64),
                      xycoords="axes fraction", ha="left", va="top", fontsize=8.5,
                      bbox=dict(boxstyle="round", fc="white", ec="0.7"))
-    axes[1].annotate("■ p = 0 limit: v/d + ρ + κ n\n● p → 1 limit: v/(n d) + κ", xy=(0.03, 0.04),
-                     xycoords="axes fraction", fontsize=8.5, bbox=dict(boxstyle="round", fc="white", ec="0.7"))
     fig.suptitle(f"The paper's cost model: v/d = {VD_PASSES:.3f} (1 prefill pass + {VERDICT_TOKENS:g} verdict tokens "
                  f"over a {STEP_TOKENS:g}-token step), ρ = {rho:g}", fontsize=10.5)
     fig.tight_layout()
@@ -132,9 +153,13 @@ def paper_fit(df):
 def balance_point(df):
     import math
 
+    from matplotlib.lines import Line2D
+
     plt = _plt()
     runs = df.attrs["runs"]
-    fig, ax = plt.subplots(figsize=(8.8, 5.2))
+    fig, ax = plt.subplots(figsize=(8.8, 5.4))
+    refs = []  # the vertical reference lines: (batch, label, colour), labelled above the axes
+    notes = []
     for (dev, r), c in zip(runs.items(), COLORS):
         pts = r["points"]
         x = [q["batch"] for q in pts]
@@ -143,18 +168,29 @@ def balance_point(df):
         d = r["deployment"]
         ax.errorbar(x, y, yerr=err, color=c, marker="o", ms=5, lw=1.8, capsize=2,
                     label=f"{d.device.display_name.split(' (')[0]} ({d.n_devices}× for the 70B)")
-        if math.isfinite(r["B_star"]):
+        finite = math.isfinite(r["B_star"])
+        if finite:
             ax.axvline(r["B_star"], color=c, ls="--", lw=1.2)
-            ax.text(r["B_star"] * 1.04, 1.42, f"B* = {r['B_star']:.0f} ({dev}, roofline)\n"
-                    f"peak FLOPs/bandwidth: {r['B_star_paper']:.0f}", color=c, fontsize=8.5, va="top")
-        else:
-            ax.text(0.02, 0.02 + 0.055 * (len(runs) - 1 - list(runs).index(dev)),
-                    f"{dev.upper()}: B* = ∞ at {r['context']:,.0f} tokens of context (peak FLOPs/bandwidth: {r['B_star_paper']:.0f})",
-                    color=c, fontsize=8.5, ha="left", transform=ax.transAxes)
+            refs.append((r["B_star"], f"B* = {r['B_star']:.0f} ({dev.upper()})", c))
+        b_star = f"{r['B_star']:.0f}" if finite else "∞"
+        notes.append((f"{dev.upper()}: B* = {b_star} at {r['context']:,.0f} tokens of context "
+                      f"(peak FLOPs/bandwidth: {r['B_star_paper']:.0f})", c))
         if r["kv_limit"] < 300:
             ax.axvline(r["kv_limit"], color=c, ls=":", lw=1.4)
-            ax.text(r["kv_limit"] * 0.96, 0.22, f"KV limit {r['kv_limit']} ({dev})", color=c, fontsize=8,  # above the B* notes
-                    rotation=90, ha="right", va="bottom")
+            refs.append((r["kv_limit"], f"KV {r['kv_limit']} ({dev.upper()})", c))
+    # Labels above the axes, in the lines' colours; a label closer than 0.8 octave to the one
+    # before it goes a row higher, so that none overlaps another, a line or a point.
+    rows = []
+    for x, text, c in sorted(refs):
+        row = 0
+        while row < len(rows) and math.log2(x) - math.log2(rows[row]) < 0.8:
+            row += 1
+        rows[row:row + 1] = [x]
+        ax.annotate(text, xy=(x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3 + 11 * row),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8.5, color=c)
+    for i, (text, c) in enumerate(reversed(notes)):
+        ax.text(0.98, 0.025 + 0.06 * i, text, color=c, fontsize=8.5, ha="right", transform=ax.transAxes,
+                bbox=dict(fc="white", ec="none", pad=1.5), zorder=4)  # over the reference lines
     ax.axhline(1.0, color="k", lw=1, ls=":")
     ax.text(1.05, 1.02, "Strong-only", fontsize=8.5)
     ax.set_xscale("log", base=2)
@@ -162,14 +198,18 @@ def balance_point(df):
 
     ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(9)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.grid(False, axis="x")  # a vertical grid line would fall on a reference line (B* 131 by 128, KV 16 on 16)
     ax.set_xlabel(f"strong replica's mean running decode batch under Strong-only (sequences; {BALANCE_SESSIONS[0]} to {BALANCE_SESSIONS[-1]} sessions; "
                   "held within the KV pool)")
     ax.set_ylabel("SpecAgent's strong-replica time / Strong-only's ($R$ in time)")
     ax.set_ylim(0, 1.45)
     ax.set_title("Past the balance point the extra prefill FLOPs become time\n"
                  "strong Llama-3.1-70B bf16, weak Llama-3.1-8B, 1,500-token start, p_u = 0.8, K = 6, "
-                 "holding writes and responses", fontsize=10)
-    ax.legend(loc="upper left")
+                 "holding writes and responses", fontsize=10, pad=8 + 11 * len(rows))
+    h, _ = ax.get_legend_handles_labels()
+    h += [Line2D([], [], color="0.3", ls="--", lw=1.2, label="B*: balance point (roofline, tasks' mean context)"),
+          Line2D([], [], color="0.3", ls=":", lw=1.4, label="KV: sequences the strong replica's KV pool holds")]
+    ax.legend(handles=h, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -178,14 +218,18 @@ def capacity(df):
     plt = _plt()
     a = df.attrs
     grid, (s_gpus, w_gpus), cells = a["grid"], a["gpus_per_replica"], a["result"]["cells"]
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.6))
+    prices = a["result"]["prices"]
+    dev = {role: v["device"].upper() for role, v in prices.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.8))
     style = {"strong-only": COLORS[0], "specagent": COLORS[1]}
     for n, c in style.items():
         S, W = a["curves"][n]
-        axes[0].plot(grid, S, color=c, lw=2.0, label=f"{n}: strong replicas ({s_gpus}× H20 each)")
+        axes[0].plot(grid, S, color=c, lw=2.0, label=f"{n}: strong replicas ({s_gpus}× {dev['strong']} each)")
         if W.any():
-            axes[0].plot(grid, W, color=c, lw=1.4, ls=(0, (4, 2)), label=f"{n}: weak replicas (1× H20 each)")
+            axes[0].plot(grid, W, color=c, lw=1.4, ls=(0, (4, 2)),
+                         label=f"{n}: weak replicas ({w_gpus}× {dev['weak']} each)")
         axes[1].plot(grid, S * s_gpus + W * w_gpus, color=c, lw=2.0, label=n)
+        axes[2].plot(grid, a["usd"][n], color=c, lw=2.0, label=n)
     for ax in axes:
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -195,13 +239,21 @@ def capacity(df):
     axes[0].set_ylabel("replicas needed")
     axes[0].set_title(f"(a) replicas for task-latency p95 ≤ {CAPACITY_P95_S:g} s")
     axes[0].legend(loc="upper left", fontsize=8)
-    axes[1].set_ylabel("H20 GPUs in total")
+    axes[1].set_ylabel(" + ".join(dict.fromkeys(dev.values())) + " GPUs in total")
     axes[1].set_title("(b) GPUs in total (strong + weak)")
     cs = cells["specagent"]
     note = (f"cells found: Strong-only 1 strong replica ≤ {cells['strong-only']['rate']:.3f} tasks/s; "
             f"SpecAgent 1 strong + {cs['weak']} weak ≤ {cs['rate']:.3f} tasks/s"
             + (" (the probes' limit: a lower bound)" if cs["capped"] else ""))
     axes[1].legend(loc="upper left")
+    # (c) the fleet's cost: capacity's (fleet_cost.costs), at the device profiles' list prices.
+    paid = ", ".join(dict.fromkeys(f"{v['device'].upper()} ${v['usd_per_gpu_hour']:.2f}/GPU-hour"
+                                   for v in prices.values()))
+    read = "; ".join(dict.fromkeys(f"hardware/{v['device']}.toml" + (f", read {v['date']}" if v["date"] else "")
+                                   for v in prices.values()))
+    axes[2].set_ylabel(f"USD per 1,000 tasks\n({paid}, paid busy or idle)")
+    axes[2].set_title("(c) fleet cost, USD per 1,000 tasks")
+    axes[2].legend(loc="center right", title=f"on-demand list price\n({read})", title_fontsize=8)
     fig.suptitle("Capacity, Qwen3.5-397B-A17B FP8 (strong) and Qwen3.5-4B (weak) on H20, p_u = 0.8, K = 6, "
                  f"{CAPACITY_TASKS} synthetic tau²-shaped tasks per probe\n" + note, fontsize=9.5)
     fig.tight_layout()
@@ -251,9 +303,18 @@ def tau2_replay(df):
         axes[0].scatter(so + j[0], sa + j[1], s=14, color=c, alpha=0.55, lw=0, label=f"{name}: tasks ({len(so)})")
         axes[0].plot([so.mean()], [sa.mean()], marker="X", ms=11, color=c, mec="k", ls="",
                      label=f"{name}: mean {so.mean():.1f} → {sa.mean():.1f}")
-        axes[0].plot([paper[name][0]], [paper[name][1]], marker="*", ms=15, color=c, mec="k", ls="",
-                     label=f"paper: {paper[name][0]} → {paper[name][1]}")
+        # Hollow, so that two paper points a fraction of a call apart both show (tau²'s are
+        # 13.8 → 3.1 and 13.1 → 3.1), each labelled by a leader line.
+        axes[0].plot([paper[name][0]], [paper[name][1]], marker="*", ms=13, mfc="none", mec=c, mew=1.8, ls="",
+                     zorder=5, label=f"paper: {paper[name][0]} → {paper[name][1]}")
         reds[name] = 1.0 - sa / so
+    # Leader lines in opposite directions, across the dashed ratio lines rather than along them:
+    # the right-hand paper point's label down and right, the other's up and left.
+    for name, (dx, dy, ha) in zip(sorted(paper, key=lambda k: -paper[k][0]), ((55, -32, "left"), (-35, 62, "right"))):
+        c = COLORS[traces.index(name)]
+        axes[0].annotate(f"paper, {name}", xy=paper[name], xytext=(dx, dy), textcoords="offset points",
+                         fontsize=8, color=c, ha=ha, va="center",
+                         arrowprops=dict(arrowstyle="-", color=c, lw=1.0, shrinkA=2, shrinkB=6))
     xlim = int(df.strong_only_calls.max()) + 2
     ylim = int(df.specagent_calls.max()) + 3
     for name, c in zip(paper, COLORS):
@@ -262,8 +323,8 @@ def tau2_replay(df):
     axes[0].text(xlim * 0.97, 0.25, "dashed: the paper's mean ratios\n("
                  + ", ".join(f"{b}/{a}" for a, b in paper.values()) + ")", ha="right",
                  va="bottom", fontsize=8)
-    axes[0].set_xlim(0, xlim)
-    axes[0].set_ylim(0, ylim)
+    axes[0].set_xlim(-0.5, xlim)  # below 0: the jitter of tasks at 0 calls stays in view
+    axes[0].set_ylim(-0.5, ylim)
     bins = np.linspace(0, 1, 21)
     axes[1].hist(list(reds.values()), bins=bins, color=COLORS[:len(reds)],
                  weights=[np.full(len(r), 1.0 / len(r)) for r in reds.values()],
@@ -297,27 +358,54 @@ def plan_front(res: dict):
     front = res["front"]
     ax.plot([s.p95_s for s in front], [s.cost_per_1k for s in front], color="k", lw=1.2, marker="o", ms=4,
             label="Pareto front (screen)")
+    # The simulator confirms the screen's cheapest: each simulated point is joined to where the
+    # screen put that configuration, so a point off the front says how far the screen was off.
+    # Arcs bowing upwards (into the axes, never over the labels below), so that two at the same
+    # cost stay apart (the longer above); the recommendation's in red.
+    rec = res["recommended"][1] if res["recommended"] else None
     for s, r in res["confirmed"]:
+        if r.get("cost_per_1k_tasks_usd") is None:
+            continue
+        ax.annotate("", xy=(r["latency_p95_s"], r["cost_per_1k_tasks_usd"]), xytext=(s.p95_s, s.cost_per_1k),
+                    arrowprops=dict(arrowstyle="-|>", color="#d62728" if r is rec else "0.45", lw=0.9, shrinkA=3,
+                                    shrinkB=6, mutation_scale=9,
+                                    connectionstyle=f"arc3,rad={-0.25 if r['latency_p95_s'] >= s.p95_s else 0.25}"))
+        ax.plot([s.p95_s], [s.cost_per_1k], marker="o", ms=7, mfc="none", mec="0.45", ls="")
         ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="D", ms=7, mfc="none", mec="k", ls="")
     if res["confirmed"]:
+        from matplotlib.lines import Line2D
+
         ax.plot([], [], marker="D", ms=7, mfc="none", mec="k", ls="", label="confirmed by simulation")
+        ax.add_line(Line2D([], [], marker="o", ms=7, mfc="none", mec="0.45", color="0.45", lw=0.9,
+                           label="its screen estimate → its simulation"))
+    note = ""
     if res["recommended"]:
         s, r = res["recommended"]
         ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="*", ms=16, color="#d62728", mec="k", ls="",
                 label=f"recommended: {s.config.describe()}")
+        grown = f", its fleet grown {r['grown']}× to meet the target" if r.get("grown") else ""
+        note = ("The front and the dots are the screen's estimates; ◇ and ★ are the simulator's, each joined to "
+                "its screen estimate (○).\n"
+                f"Recommended (red arrow): screened at p95 {s.p95_s:.1f} s, USD {s.cost_per_1k:.3f}; simulated at p95 "
+                f"{r['latency_p95_s']:.1f} s, USD {r['cost_per_1k_tasks_usd']:.3f}{grown}.\n"
+                "It is the cheapest simulated configuration that meets the target, so it may lie off the screen's front.")
     ax.axvline(res["latency_p95_target_s"], color="0.4", ls="--", lw=1)
-    ax.text(res["latency_p95_target_s"], 0.02, "target ", ha="right", va="bottom", fontsize=8.5, color="0.3",
+    ax.text(res["latency_p95_target_s"], 1.0, " target", ha="center", va="bottom", fontsize=8.5, color="0.3",
             transform=ax.get_xaxis_transform())
     costs = [s.cost_per_1k for s in res["screened"] if s.feasible]
     if costs and min(costs) > 0:
         ax.set_yscale("log")
         _plain_log(ax)
     if not costs:
-        ax.text(0.5, 0.5, "no configuration meets the target", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no configuration meets the target", ha="center", va="center", transform=ax.transAxes,
+                bbox=dict(fc="white", ec="0.7", boxstyle="round"), zorder=4)  # over the target line
     ax.set_xlabel("task latency p95 (s)")
     ax.set_ylabel("USD per 1,000 tasks (GPUs paid by the hour)")
     ax.set_title(f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 ≤ {res['latency_p95_target_s']:g} s, "
-                 f"{res['configurations']} configurations", fontsize=10)
-    ax.legend(fontsize=7.5, loc="upper center")
+                 f"{res['configurations']} configurations", fontsize=10, pad=14)
+    # Below the axes, where no point can be: the legend, and the note on the recommendation.
+    leg = ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    if note:
+        leg.set_title(note, prop={"size": 7.5})
     fig.tight_layout()
     return fig

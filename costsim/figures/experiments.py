@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import formulas, roofline
-from ..config import DEPLOYMENTS, WORKLOAD
+from ..config import COMMANDS, DEPLOYMENTS, WORKLOAD
 from ..paper import TAU2_K, TAU2_P, implied_strong_step_scale, tau2_benchmarks
 from ..traces.stats import step_shape
 
@@ -33,9 +33,23 @@ def _frame(columns, rows, **attrs) -> pd.DataFrame:
 COST_MODEL_NS = (1, 2, 4, 6, 8, 16)
 
 
+def default_operating_point() -> dict:
+    """The default operating point as `costsim predict` computes it (nothing given but p_u):
+    p_u = ``COMMANDS.p_accept``, K = ``WORKLOAD.K`` (every chunk reviewed at n = K), and kappa
+    from the roofline of the default strong and weak deployments at the default batch and
+    context; R_u and L_u there by pass counting."""
+    from ..prediction import predict
+
+    r = predict(COMMANDS.p_accept, WORKLOAD.K)
+    return {"p": float(r["p"]), "n": int(r["K"]), "kappa": float(r["kappa"]), "R": float(r["R"]), "L": float(r["L"]),
+            "v_over_d": float(r["v_over_d"]), "rho": float(r["rho"]), "kappa_source": r["sources"]["kappa"]}
+
+
 def cost_model(kappa: float = 0.2, rho: float = WORKLOAD.rho) -> pd.DataFrame:
     """R_u and L_u against p_u by pass counting, for chunk lengths :data:`COST_MODEL_NS`: every
-    20th of 400 points per curve; ``attrs["curves"]``: all of them and the p = 0, p → 1 limits."""
+    20th of 400 points per curve; ``attrs["curves"]``: all of them and the p = 0, p → 1 limits.
+    ``kappa`` is illustrative; curve ``L_default`` is L_u at the default operating point's chunk
+    length and kappa (:func:`default_operating_point`), ``result["default"]`` that point."""
     p = np.linspace(0.0, 0.999, 400)
     rows, curves = [], {}
     for which in ("R", "L"):
@@ -48,10 +62,16 @@ def cost_model(kappa: float = 0.2, rho: float = WORKLOAD.rho) -> pd.DataFrame:
                 y0, y1 = formulas.L_limit_p0(n, VD_PASSES, rho, kappa), formulas.L_limit_p1(n, VD_PASSES, kappa)
             curves[(which, n)] = (y, float(y0), float(y1))
             rows += [(which, n, float(pi), float(yi)) for pi, yi in zip(p[::20], y[::20])]
+    op = default_operating_point()
+    n0, k0 = op["n"], op["kappa"]
+    y = formulas.L(p, n0, VD_PASSES, rho, k0)
+    curves[("L_default", n0)] = (y, float(formulas.L_limit_p0(n0, VD_PASSES, rho, k0)),
+                                 float(formulas.L_limit_p1(n0, VD_PASSES, k0)))
+    rows += [("L_default", n0, float(pi), float(yi)) for pi, yi in zip(p[::20], y[::20])]
     R_all = np.concatenate([np.append(curves[("R", n)][0], curves[("R", n)][1:]) for n in COST_MODEL_NS])
     return _frame(["curve", "n", "p", "value"], rows, p=p, curves=curves,
                   result={"kappa": kappa, "rho": rho, "v_over_d": VD_PASSES,
-                          "R_range": (float(R_all.min()), float(R_all.max()))})
+                          "R_range": (float(R_all.min()), float(R_all.max())), "default": op})
 
 
 # --- 2. costsim's model fitted to the paper's numbers ------------------------------------------------------------------
@@ -176,8 +196,18 @@ def capacity_curves(rates=CAPACITY_RATES, n_tasks=CAPACITY_TASKS, latency_p95_s=
     for rate in rates:
         for n in names:
             S, W = cap.replicas_for(cells[n], rate)
-            table.append(dict(protocol=n, rate=rate, strong=S, weak=W, gpus=S * s.n_devices + W * w.n_devices))
+            table.append(dict(protocol=n, rate=rate, strong=S, weak=W, gpus=S * s.n_devices + W * w.n_devices,
+                              usd_per_1k=fleet_usd_per_1k(s, w, S, W, rate)))
     return table, cells, (s, w)
+
+
+def fleet_usd_per_1k(s, w, strong: int, weak: int, rate: float) -> float:
+    """USD per 1,000 tasks of ``strong`` and ``weak`` replicas at ``rate`` tasks/s, as `costsim
+    capacity` costs a fleet (:func:`costsim.fleet_cost.costs`: the devices' on-demand list prices,
+    every GPU paid by the hour, busy or idle)."""
+    from ..fleet_cost import costs
+
+    return costs(s, w, strong, weak, rate)["cost_per_1k_tasks_usd"]
 
 
 def capacity() -> pd.DataFrame:
@@ -185,17 +215,23 @@ def capacity() -> pd.DataFrame:
     replicas over a fine grid of rates, for drawing."""
     from .. import capacity_search as cap
 
+    from ..fleet_cost import price_per_gpu_hour
+
     table, cells, (s, w) = capacity_curves()
     grid = np.geomspace(CAPACITY_RATES[0], CAPACITY_RATES[-1], 600)
-    curves = {}
+    curves, usd = {}, {}
     for n, cell in cells.items():
         counts = [cap.replicas_for(cell, r) for r in grid]
         curves[n] = (np.array([k[0] for k in counts]), np.array([k[1] for k in counts]))
+        usd[n] = np.array([fleet_usd_per_1k(s, w, S, W, r) for (S, W), r in zip(counts, grid)], float)
+    prices = {role: dict(zip(("usd_per_gpu_hour", "source"), price_per_gpu_hour(d.device)), device=d.device.name,
+                         date=d.device.price_date) for role, d in (("strong", s), ("weak", w))}
     result = {"cells": {n: dict(strong=c.strong, weak=c.weak, rate=c.rate, capped=c.capped,
-                                uncontended_p95_s=c.uncontended_p95_s) for n, c in cells.items()}, "table": table}
-    return _frame(["protocol", "task_rate", "strong_replicas", "weak_replicas", "gpus"],
-                  [(r["protocol"], r["rate"], r["strong"], r["weak"], r["gpus"]) for r in table],
-                  grid=grid, curves=curves, gpus_per_replica=(s.n_devices, w.n_devices), result=result)
+                                uncontended_p95_s=c.uncontended_p95_s) for n, c in cells.items()}, "table": table,
+              "prices": prices}
+    return _frame(["protocol", "task_rate", "strong_replicas", "weak_replicas", "gpus", "usd_per_1k_tasks"],
+                  [(r["protocol"], r["rate"], r["strong"], r["weak"], r["gpus"], r["usd_per_1k"]) for r in table],
+                  grid=grid, curves=curves, usd=usd, gpus_per_replica=(s.n_devices, w.n_devices), result=result)
 
 
 # --- 5. pass counting versus roofline time ----------------------------------------------------------------

@@ -20,6 +20,12 @@ def index(done: dict) -> str:
     runs = done["balance-point"]["result"]["runs"]
     cap = done["capacity"]["result"]["cells"]
     tau = done["tau2-replay"]["result"]
+    r1 = done["cost-model"]["result"]
+    op = r1["default"]
+    prices = done["capacity"]["result"]["prices"]
+    rates = sorted({r["rate"] for r in done["capacity"]["result"]["table"]})
+    usd_at = [(rate, {r["protocol"]: r["usd_per_1k"] for r in done["capacity"]["result"]["table"] if r["rate"] == rate})
+              for rate in (rates[0], rates[-1])]
     h20 = runs["h20"]["points"]
     tau2, air, vita = published()["tau2"], published()["benchmark"]["Airline"], published()["benchmark"]["VitaBench"]
     lines = [
@@ -30,25 +36,31 @@ def index(done: dict) -> str:
         f"with matplotlib {matplotlib.__version__} the PNGs regenerate byte for byte (other versions",
         "may differ in anti-aliasing only). Each `figN_*.csv` holds the computed points its figure is drawn",
         "from, but for three thinned or derived series: fig1 keeps every 20th point of each curve, fig4 the",
-        "replica counts at eight task rates (its step lines follow from each cell's sustainable rate), fig5",
+        "replica counts and costs at eight task rates (its step lines follow from each cell's sustainable rate), fig5",
         "panel (a) (panel (b) is its ratio over p_u).",
         "",
         "| file | `--only` | what it shows |",
         "|---|---|---|",
         "| `fig1_cost_model.png` | `cost-model` | The paper's R_u and L_u against p_u for n = 1, 2, 4, 6, 8, 16 "
-        f"(pass counting, v/d = {VD_PASSES:.3f}, ρ = 1, κ = 0.2, an illustrative weak/strong step-time ratio), with "
-        "the p = 0 and p → 1 limits marked. Log scale: R_u spans "
-        + "{:.2g} to {:.3g}, its limits included. |".format(*done["cost-model"]["result"]["R_range"]),
+        f"(pass counting, v/d = {VD_PASSES:.3f}, ρ = {r1['rho']:g}, κ = {r1['kappa']:g}, an illustrative weak/strong "
+        "step-time ratio), with the p = 0 and p → 1 limits marked. Log scale: R_u spans "
+        + "{:.2g} to {:.3g}, its limits included. ".format(*r1["R_range"])
+        + f"Dashed in (b): L_u at n = {op['n']} with the default deployments' κ = {op['kappa']:.3f} (`costsim predict`'s "
+        f"default: {op['kappa_source']}); ★: the default operating point, p_u = {op['p']:g}, K = {op['n']}: "
+        f"R_u = {op['R']:.3f}, L_u = {op['L']:.3f}. |",
         "| `fig2_paper_fit.png` | `paper-fit` | costsim's model fitted to the paper's published numbers: fitted "
         "on one subset, it predicts the rest (below; not the paper's own figure). |",
         "| `fig3_balance_point.png` | `balance-point` | The contention figure: SpecAgent's strong-replica time ratio "
-        "(R in time) as the strong replica's running batch grows, on H20, H100 and B200 (simulated). |",
-        "| `fig4_capacity.png` | `capacity` | Replicas and GPUs needed against task rate for Strong-only and SpecAgent "
-        "(simulated search, `costsim capacity`). |",
+        "(R in time) as the strong replica's running batch grows, on H20, H100 and B200 (simulated); dashed: each "
+        "finite balance point B*, dotted: each KV-pool limit within the batches drawn, labelled above the axes. |",
+        "| `fig4_capacity.png` | `capacity` | Replicas, GPUs and USD per 1,000 tasks against task rate for Strong-only "
+        "and SpecAgent (simulated search, `costsim capacity`; the fleet priced as capacity prices it). |",
         "| `fig5_pass_counting.png` | `pass-counting` | The paper's pass counting against roofline time for "
         "verification prefills of tau²-like chunks with long observations. |",
         "| `fig6_tau2_replay.png` | `tau2-replay` | The shipped tau² Airline and Retail trajectories replayed: "
-        "per-task strong calls, Strong-only against SpecAgent. |",
+        "per-task strong calls, Strong-only against SpecAgent; the paper's means as hollow stars, each labelled "
+        "(" + " and ".join(f"{a} → {b}" for a, b in (v["paper"] for v in tau.values())) + ": a fraction of a call "
+        "apart). |",
         "",
         "## 2. costsim's model fitted to the paper's numbers",
         "",
@@ -195,6 +207,13 @@ def index(done: dict) -> str:
         f"Strong-only and {cap['specagent']['uncontended_p95_s']:.0f} s under SpecAgent (vLLM engine profile), which "
         "is why the target is not the 60 s of `costsim capacity`'s example: that one no rate can meet.",
         "Replica counts never fall as the rate rises (property-tested).",
+        "Panel (c) prices each fleet as `costsim capacity` does (`costsim.fleet_cost.costs`): "
+        + "; ".join(dict.fromkeys(f"{v['device'].upper()} at ${v['usd_per_gpu_hour']:.2f} per GPU-hour, the on-demand list price in "
+                                  f"`hardware/{v['device']}.toml` (read {v['date']}; its source there)"
+                                  for v in prices.values()))
+        + ", every GPU paid by the hour whether busy or not, so a partly idle replica costs as much as a busy one. "
+        f"At {usd_at[0][0]:g} and {usd_at[-1][0]:g} tasks/s, USD per 1,000 tasks: "
+        + "; ".join(f"{n} {usd_at[0][1][n]:.2f} and {usd_at[-1][1][n]:.2f}" for n in usd_at[0][1]) + ".",
         "",
         "## 5. Pass counting versus roofline time",
         "",
