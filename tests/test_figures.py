@@ -305,3 +305,22 @@ def test_plan_figure_joins_each_simulation_to_its_screen_estimate():
     rend = fig.canvas.get_renderer()
     assert ax.get_legend().get_window_extent(rend).y1 < ax.get_window_extent(rend).y0  # below the axes
     _close(fig)
+
+
+def test_prefix_cache_figure_evicts_only_once_the_sessions_fill_the_pool(regenerated):
+    """fig7: the evicting cache is the hot one, to the bit, until the sessions' prefixes
+    outgrow the strong replica's pool; with no reuse every context is sent again (hit rate 0);
+    past the pool both protocols' hit rates fall, and SpecAgent's strong-time ratio with them."""
+    _, done = regenerated
+    df, r = done["prefix-cache"]["data"], done["prefix-cache"]["result"]
+    by = {m: df[df["prefix_cache"] == m].set_index("sessions") for m in ("hot", "evict", "off")}
+    first = r["first_evicting_sessions"]
+    assert first is not None
+    for n in by["hot"].index[by["hot"].index < first]:
+        assert by["evict"].loc[n, "R_time"] == by["hot"].loc[n, "R_time"]
+    # the pool holds kv_sequences sequences of the tasks' mean context: eviction starts within 2x of it
+    assert 0.5 * r["kv_sequences"] <= first <= 2 * r["kv_sequences"]
+    assert (by["off"]["strong_only_strong_hit_rate"] == 0).all() and (by["hot"]["specagent_strong_hit_rate"] == 1).all()
+    last = by["evict"].index.max()
+    assert by["evict"].loc[last, "strong_only_strong_hit_rate"] < 0.5
+    assert by["evict"].loc[last, "R_time"] < by["hot"].loc[last, "R_time"]

@@ -32,6 +32,7 @@ FIGURES = tuple(Figure(name, file, title, getattr(experiments, fn), getattr(draw
     ("capacity", "fig4_capacity", "Capacity curves", "capacity"),
     ("pass-counting", "fig5_pass_counting", "Pass counting versus roofline time", "pass_counting"),
     ("tau2-replay", "fig6_tau2_replay", "tau² replay: strong calls per task", "tau2_replay"),
+    ("prefix-cache", "fig7_prefix_cache", "Prefix caching under contention", "prefix_cache"),
 ))
 
 

@@ -409,3 +409,48 @@ def plan_front(res: dict):
         leg.set_title(note, prop={"size": 7.5})
     fig.tight_layout()
     return fig
+
+
+def prefix_cache(df):
+    """fig7: SpecAgent's strong-time ratio by sessions per strong replica under three prefix
+    caches; beside it, evicting, each protocol's strong hit rate."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    plt = _plt()
+    r = df.attrs["result"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.6))
+    styles = {"hot": ("always resident (hot: the closed forms')", COLORS[0], "-"),
+              "evict": ("engine's cache, LRU eviction (evict)", COLORS[1], "-"),
+              "off": ("no prefix reuse (off)", COLORS[2], "--")}
+    for mode, (label, c, ls) in styles.items():
+        d = df[df["prefix_cache"] == mode]
+        ax.errorbar(d["sessions"], d["R_time"], yerr=[d["R_time"] - d["R_time_lo"], d["R_time_hi"] - d["R_time"]],
+                    color=c, ls=ls, marker="o", ms=4, lw=1.6, capsize=2, label=label)
+    ax.axhline(1.0, color="k", lw=1, ls=":")
+    ax.text(1.05, 1.03, "Strong-only", fontsize=8.5)
+    d = df[df["prefix_cache"] == "evict"]
+    bx.plot(d["sessions"], d["strong_only_strong_hit_rate"], color=COLORS[0], marker="o", ms=4, label="Strong-only")
+    bx.plot(d["sessions"], d["specagent_strong_hit_rate"], color=COLORS[1], marker="s", ms=4, label="SpecAgent")
+    for a in (ax, bx):
+        a.set_xscale("log", base=2)
+        a.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(9)]))
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.set_xlabel("closed-loop sessions on the strong replica")
+        if r["first_evicting_sessions"]:
+            a.axvline(r["first_evicting_sessions"], color="0.5", lw=1, ls=":")
+    ax.set_ylabel("SpecAgent's strong-replica time / Strong-only's ($R$ in time)")
+    ax.set_ylim(0, max(1.4, float(df["R_time_hi"].max()) * 1.05))
+    ax.set_title("(a) SpecAgent's strong time, by prefix cache", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8.5)
+    bx.set_ylabel("strong prefix-cache hit rate, evicting\n(context tokens resident at admission / looked up)")
+    bx.set_ylim(-0.03, 1.05)
+    bx.set_title("(b) what each protocol's strong replica kept", fontsize=10)
+    bx.legend(loc="lower left", fontsize=8.5)
+    if r["first_evicting_sessions"]:
+        bx.annotate(f"first eviction: {r['first_evicting_sessions']} sessions", xy=(r["first_evicting_sessions"], 1.0),
+                    xytext=(-6, -14), textcoords="offset points", ha="right", fontsize=8.5, color="0.35")
+    fig.suptitle(f"Sessions' prefixes in the KV pool: one strong replica, {r['deployment']} (its pool holds "
+                 f"{r['kv_sequences']} sequences of {r['context']:,.0f} tokens)\neach protocol on a fleet of its own; "
+                 "evicting is hot until the first eviction", fontsize=10)
+    fig.tight_layout()
+    return fig

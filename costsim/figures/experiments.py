@@ -298,3 +298,49 @@ def tau2_replay() -> pd.DataFrame:
                              thinking=implied_strong_step_scale(name))
     rows = [(name, tid, int(a), int(b)) for name, pts in data.items() for tid, a, b, _, _ in pts]
     return _frame(["trace", "task_id", "strong_only_calls", "specagent_calls"], rows, paper=paper, result=summary)
+
+
+#: Closed-loop sessions on the one strong replica of :func:`prefix_cache` (fig7).
+CACHE_SESSIONS = (1, 4, 16, 32, 64, 96, 128, 192, 256)
+
+
+def prefix_cache(sessions=CACHE_SESSIONS, protocol="specagent-hold-responses") -> pd.DataFrame:
+    """SpecAgent's strong-time ratio against sessions per strong replica, with a session's prefix
+    always resident (``hot``: the closed forms' assumption), kept in the engine's prefix cache
+    with LRU eviction (``evict``) and not kept (``off``); and, evicting, each protocol's strong
+    prefix-cache hit rate (tokens). fig3's workload on one strong Llama-3.1-70B bf16 replica of
+    4 H20 (the fewest that hold it: a KV pool that fills), weak Llama-3.1-8B on 8 replicas of one
+    H20, vLLM, p_u = 0.8, K = 6; tasks = max(60, 2·sessions), seed 4. Each protocol has its own
+    fleet (costsim simulates no shared pool): a protocol's sessions evict each other's prefixes."""
+    from ..memory import max_sequences
+    from ..metrics import summarize
+    from ..profiles import Deployment, load_device, load_model
+    from ..scenario import Scenario
+    from ..sim import simulate
+    from ..traces.synthetic import Shape, generate
+
+    h20 = load_device("h20")
+    strong, weak = Deployment(load_model("llama-3.1-70b"), h20, 4, "bf16"), Deployment(load_model("llama-3.1-8b"), h20, 1, "bf16")
+    shape = Shape(initial_context=1500)
+    rows = []
+    for n in sessions:
+        tasks = generate(max(60, 2 * n), seed=4, shape=shape)
+        for mode in ("hot", "evict", "off"):
+            sc = Scenario(strong=strong, weak=weak, p=0.8, K=6, sessions=n, weak_replicas=8, prefix_cache=mode,
+                          protocols=("strong-only", protocol))
+            res = summarize(simulate(tasks, sc))
+            sp, so = res[protocol], res["strong-only"]
+            rows.append((n, mode, sp["R_time"]["mean"], sp["R_time"]["ci95"][0], sp["R_time"]["ci95"][1],
+                         so["strong_prefix_cache_hit_rate"]["mean"], sp["strong_prefix_cache_hit_rate"]["mean"],
+                         so["strong_mean_batch"]["mean"]))
+    ctx = step_shape(generate(60, seed=4, shape=shape))[2]
+    evicting = [r for r in rows if r[1] == "evict"]
+    first = next((r[0] for r in evicting if min(r[5], r[6]) < 1.0), None)
+    result = {"deployment": f"{strong.model.name} {strong.weight_dtype} on {strong.n_devices}x {h20.name.upper()}",
+              "kv_sequences": max_sequences(strong, ctx), "context": ctx,
+              "first_evicting_sessions": first,
+              "at_most": {m: {k: v for k, v in zip(("sessions", "R_time"), (rows[-3 + i][0], rows[-3 + i][2]))}
+                          for i, m in enumerate(("hot", "evict", "off"))},
+              "hit_rates_at_most": {"strong-only": evicting[-1][5], "specagent": evicting[-1][6]}}
+    return _frame(["sessions", "prefix_cache", "R_time", "R_time_lo", "R_time_hi", "strong_only_strong_hit_rate",
+                   "specagent_strong_hit_rate", "strong_only_batch"], rows, result=result, protocol=protocol)

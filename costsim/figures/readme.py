@@ -21,6 +21,7 @@ def index(done: dict) -> str:
     cap = done["capacity"]["result"]["cells"]
     tau = done["tau2-replay"]["result"]
     r1 = done["cost-model"]["result"]
+    pc = done["prefix-cache"]["result"]
     op = r1["default"]
     prices = done["capacity"]["result"]["prices"]
     rates = sorted({r["rate"] for r in done["capacity"]["result"]["table"]})
@@ -61,6 +62,16 @@ def index(done: dict) -> str:
         "per-task strong calls, Strong-only against SpecAgent; the paper's means as hollow stars, each labelled "
         "(" + " and ".join(f"{a} → {b}" for a, b in (v["paper"] for v in tau.values())) + ": a fraction of a call "
         "apart). |",
+        "| `fig7_prefix_cache.png` | `prefix-cache` | SpecAgent's strong-replica time ratio against closed-loop "
+        f"sessions on one strong replica ({pc['deployment']}), with each session's prefix always resident (hot: the "
+        "closed forms' assumption), in the engine's prefix cache with LRU eviction, and not kept; evicting, each "
+        f"protocol's strong hit rate. The first eviction comes at {pc['first_evicting_sessions']} sessions; at "
+        f"{pc['at_most']['hot']['sessions']} the ratio is {pc['at_most']['hot']['R_time']:.2f} hot, "
+        f"{pc['at_most']['evict']['R_time']:.2f} evicting and {pc['at_most']['off']['R_time']:.2f} with no reuse: "
+        f"Strong-only's strong replica keeps {pc['hit_rates_at_most']['strong-only']:.0%} of its calls' context there, "
+        f"SpecAgent's {pc['hit_rates_at_most']['specagent']:.0%}, but Strong-only sends its context again at every step "
+        "and SpecAgent only at its reviews. Each protocol on its own fleet: a shared pool, where SpecAgent's prefixes "
+        "would be the least recently used, is not simulated (docs/cost-model.md, \"Prefix caching\"). |",
         "",
         "## 2. costsim's model fitted to the paper's numbers",
         "",
