@@ -70,8 +70,8 @@ def plan(
 def _cells(r) -> str:
     """The cell a confirmation simulated: 'one of 8 cells (1 strong + 8 weak) at 12.5 tasks/s'."""
     c = r["simulated"]
-    return (f"one of {c['cells']} cells ({c['strong_replicas']} strong + {c['weak_replicas']} weak) "
-            f"at {c['task_rate_per_cell']:.3g} tasks/s")
+    which = f"one of {c['cells']} cells" if c["cells"] > 1 else "the whole fleet as one cell"
+    return f"{which} ({c['strong_replicas']} strong + {c['weak_replicas']} weak) at {c['task_rate_per_cell']:.3g} tasks/s"
 
 
 def _where(c, strong: int, weak: int) -> str:

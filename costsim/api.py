@@ -460,7 +460,7 @@ def _names(text, flag: str) -> tuple[str, ...]:
 #: per-step acceptance rate).
 PLAN_OPTIONS = ("p_accept", "strong", "weak", "strong_dtype", "weak_dtype", "engine", "gpu_memory_utilization",
                 "verdict_tokens", "tool_latency", "seed",
-                "api", "api_ttft", "api_tps")
+                "api", "api_ttft", "api_tps", "prefix_cache", "routing")
 
 
 class PlanResult(Result):
@@ -571,7 +571,7 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
     res["seconds"] = time.perf_counter() - t0
     res["tasks"] = len(work)
     res["engine"] = f"{base.strong.engine.display_name} serves both models (--engine)"
-    res["assumptions"] = list(P.ASSUMPTIONS)
+    res["assumptions"] = P.assumptions(base)
     if base.api:
         res["api"] = P.api_of(base)
     return PlanResult(res, warnings, configs)

@@ -21,13 +21,13 @@ overridden per device.
 """
 
 from .deploy import ENGINE_FLAGS, launch
-from .recommendation import (ASSUMPTIONS, CONFIRM_AT_MOST, api_of, check_protocols, confirm, point, recommend,
+from .recommendation import (ASSUMPTIONS, CONFIRM_AT_MOST, api_of, assumptions, check_protocols, confirm, point, recommend,
                              screen_against_simulator, searchable_protocols, to_json, specagent_payoff_of)
 from .screen import Pool, Rows, Screen, Screened, pareto
 from .screening import State, search
 from .space import Config, configurations, parse_ks, scenario_of
 
-__all__ = ["ASSUMPTIONS", "CONFIRM_AT_MOST", "Config", "ENGINE_FLAGS", "Pool", "Rows", "Screen", "Screened", "State",
+__all__ = ["ASSUMPTIONS", "CONFIRM_AT_MOST", "assumptions", "Config", "ENGINE_FLAGS", "Pool", "Rows", "Screen", "Screened", "State",
            "api_of", "check_protocols", "configurations", "confirm", "launch", "pareto", "parse_ks", "point", "recommend",
            "scenario_of",
            "screen_against_simulator", "search", "searchable_protocols", "to_json", "specagent_payoff_of"]

@@ -236,9 +236,18 @@ ASSUMPTIONS = [
     "as Poisson arrivals (burstier than an even spread: conservative), until its arrivals span 3 of its own p95s; p95 "
     "over tasks 20%..90% by arrival; a fleet that misses grows each pool by a tenth until it meets",
     "cost: every replica paid by the hour at the on-demand list prices below, busy or idle",
-    "prefix cache: a session's prefix always resident between its calls, at no memory cost (the screen's and the "
-    "simulator's default, --prefix-cache hot; `costsim simulate --prefix-cache evict` shows where that fails)",
 ]
+
+
+def assumptions(base) -> list[str]:
+    """:data:`ASSUMPTIONS`, and what the plan takes of the scenario ``base``'s prefix cache and routing."""
+    from ..config import PREFIX_CACHES, ROUTINGS
+
+    return [*ASSUMPTIONS,
+            f"prefix cache: the screen takes a session's prefix as always resident, at no memory cost (its roofline sees "
+            f"no eviction); the confirmations simulate --prefix-cache {base.prefix_cache} "
+            f"({PREFIX_CACHES[base.prefix_cache].split(':')[0]}); routing: {base.routing} "
+            f"({ROUTINGS[base.routing].split(':')[0]})"]
 
 
 def point(s: Screened) -> dict:
@@ -268,4 +277,4 @@ def to_json(res: dict) -> dict:
             "recommended": None if rec is None else {"screen": point(rec[0]), "simulated": rec[1]},
             "why": res.get("why") or res.get("why_none"), "specagent_pays": res.get("specagent_pays"),
             "prices": res["prices"], "api": res.get("api"), "resumed": res.get("resumed"), "engine": res["engine"],
-            "assumptions": [*ASSUMPTIONS, latency_under_load()]}
+            "assumptions": [*res["assumptions"], latency_under_load()]}
