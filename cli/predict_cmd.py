@@ -39,6 +39,7 @@ def predict(
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration TOML from `costsim calibrate`."),
     correction_rate: Optional[float] = protocol_flag("correction_rate", "--correction-rate", default=None),
     correction_rho: Optional[float] = protocol_flag("correction_rho", "--correction-rho", default=None),
+    p_dist: Optional[str] = typer.Option(None, "--p-dist", help="beta:a,b: p_u varies by task (what `costsim acceptance` fits); adds R_u and L_u averaged over tasks."),
     **o,
 ):
     """Closed-form SpecAgent cost per committed step, relative to Strong-only."""
@@ -48,7 +49,7 @@ def predict(
     with user_errors(ValueError):
         r = api.predict(p_accept, steps=steps, v_over_d=v_over_d, rho=rho, kappa=kappa, write_rate=write_rate,
                         batch=batch, calibration=calibration, step_tokens=step_tokens, obs_tokens=obs_tokens,
-                        context_tokens=context_tokens, verdict_tokens=verdict_tokens, correction_rate=correction_rate, correction_rho=correction_rho, **o)
+                        context_tokens=context_tokens, verdict_tokens=verdict_tokens, correction_rate=correction_rate, correction_rho=correction_rho, p_dist=p_dist, **o)
     typer.echo(dumps(r.to_dict()) if json_out else render(r.data))
 
 
@@ -141,4 +142,9 @@ def render(r: dict) -> str:
         if isinstance(d_cal, (int, float)) and d_cal > 0 and not 0.5 <= d / d_cal <= 2.0:
             lines.append(f"  note: the calibration measured {d_cal:g}-token steps; this prediction is for {d:g}-token "
                          "steps, and measured ratios need not carry over that far (calibrate with --step-tokens)")
+    pd = r.get("over_p_dist")
+    if pd:
+        lines += ["", f"Over tasks whose p_u varies ({pd['p_dist']}, mean {pd['mean_p_accept']:.3f}):",
+                  f"  R_u {pd['R']:.3f} and L_u {pd['L']:.3f}, against {pd['R_at_mean_p']:.3f} and {pd['L_at_mean_p']:.3f} "
+                  f"at the mean p_u", f"  assumptions: {pd['assumption']}"]
     return "\n".join(lines)

@@ -187,9 +187,10 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
             context_tokens=None, verdict_tokens=None, calibration=None, strong=None, weak=None, strong_device=None,
             weak_device=None, strong_gpus=None, engine=None, weak_engine=None, expert_parallel: bool = False,
             strong_step_scale=None, weak_step_scale=None, correction_rate=None, correction_rho=None,
-            gpu_memory_utilization=None) -> PredictResult:
+            gpu_memory_utilization=None, p_dist=None) -> PredictResult:
     """The closed-form SpecAgent cost per committed step, relative to Strong-only (``K``:
-    SpecAgent's default chunk size where not given). See :func:`costsim.prediction.predict`."""
+    SpecAgent's default chunk size where not given); ``p_dist`` 'beta:a,b' adds the ratios
+    averaged over tasks' p_u (``["over_p_dist"]``). See :func:`costsim.prediction.predict`."""
     from .config import SpecAgentOptions
     from .prediction import predict as run
 
@@ -202,7 +203,7 @@ def predict(p_accept: float, K: int | None = None, *, steps=None, v_over_d=None,
                              gpu_memory_utilization=gpu_memory_utilization,
                              expert_parallel=expert_parallel, strong_step_scale=strong_step_scale,
                              weak_step_scale=weak_step_scale, correction_rate=correction_rate,
-                             correction_rho=correction_rho))
+                             correction_rho=correction_rho, p_dist=p_dist))
 
 
 def deployments(*, strong=None, weak=None, strong_device=None, weak_device=None, strong_gpus=None, strong_dtype=None,
@@ -460,7 +461,7 @@ def _names(text, flag: str) -> tuple[str, ...]:
 #: per-step acceptance rate).
 PLAN_OPTIONS = ("p_accept", "strong", "weak", "strong_dtype", "weak_dtype", "engine", "gpu_memory_utilization",
                 "verdict_tokens", "tool_latency", "seed",
-                "api", "api_ttft", "api_tps", "prefix_cache", "routing")
+                "api", "api_ttft", "api_tps", "prefix_cache", "routing", "p_dist")
 
 
 class PlanResult(Result):

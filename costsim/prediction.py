@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import formulas, roofline
+from .acceptance import beta_mean, p_dist_parts
 from .calibration import load_calibration
 from .config import (DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, OPTIONS, SOURCES, WORKLOAD, SpecAgentOptions,
                      check_scale)
@@ -53,7 +54,7 @@ def _validate(p, K, write_rate, batch, steps, overrides):
 def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate=None,
             batch=None, steps=None, calibration=None, step_tokens=None, obs_tokens=None,
             context_tokens=None, verdict_tokens=None, strong_step_scale=None, weak_step_scale=None,
-            correction_rate=None, correction_rho=None, **deploy) -> dict:
+            correction_rate=None, correction_rho=None, p_dist=None, **deploy) -> dict:
     """Every closed-form figure for one scenario, as a flat dict plus ``sources``/``assumptions``.
 
     Without ``write_rate`` every chunk is reviewed at n = K (the paper's form); with it, chunk
@@ -238,7 +239,35 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
                            rho_given=rho_mix if given["rho"] else None)
     out["specagent_pays"] = pay.to_dict()
     out["verdict"] = pay.text() + ("" if pay.pays else _smaller_K(out))
+    if p_dist:
+        out["over_p_dist"] = over_beta(p_dist, K, vd, rho_mix, kap, None if write_rate is None else (pr, pu))
     return out
+
+
+def over_beta(p_dist: str, K: int, vd: float, rho: float, kappa: float, chunks=None) -> dict:
+    """R_u and L_u (pass counting, as predict's main answer) averaged over tasks whose p_u is
+    drawn from ``p_dist`` = 'beta:a,b' (what `costsim acceptance` fits): each task's steps
+    accepted at its own p_u, the mean of the per-task ratios by Gauss-Jacobi quadrature
+    (:func:`costsim.formulas.expected_over_beta`). ``chunks``: the renewal form's chunk-length
+    pmfs (a write rate), else every chunk at K (the paper's)."""
+    beta_mean(p_dist)  # a Beta, or a one-line error
+    _, ab = p_dist_parts(p_dist)
+
+    def ratios(q):
+        if chunks is None:
+            return np.stack([formulas.R(q, K, vd, rho), formulas.L(q, K, vd, rho, kappa)])
+        r = formulas.renewal_ratios(q, *chunks, vd, rho, kappa)
+        return np.stack([r["R"], r["L"]])
+
+    a, b = ab
+    R, L = formulas.expected_over_beta(ratios, a, b)
+    mean = a / (a + b)
+    at_mean = ratios(np.array([mean]))[:, 0]
+    return {"p_dist": p_dist, "mean_p_accept": mean, "R": float(R), "L": float(L),
+            "R_at_mean_p": float(at_mean[0]), "L_at_mean_p": float(at_mean[1]),
+            "assumption": f"each task's p_u drawn from Beta({a:g}, {b:g}), its steps accepted at that p_u, independently; "
+                          "the mean of the per-task ratios (pass counting, v/d, rho and kappa as above); it differs from the "
+                          "ratio at the mean p_u by Jensen's gap (above it where the ratios are convex in p_u)"}
 
 
 def _smaller_K(r: dict) -> str:

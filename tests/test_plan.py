@@ -484,3 +484,15 @@ def test_a_confirmation_at_a_high_rate_is_steady_and_simulates_one_cell():
     assert cell["task_rate_per_cell"] == pytest.approx(100.0 / cell["cells"])
     # steady by capacity's rule: arrivals span 3 of the run's own p95 (a cell's p95 is the fleet's)
     assert cell["tasks"] / cell["task_rate_per_cell"] >= 3 * r["latency_p95_s"] and r["tasks_simulated"] == cell["tasks"]
+
+
+def test_plan_takes_a_fitted_distribution_of_p_u():
+    """What `costsim acceptance` fits: the screen at its mean, the confirmations drawing each
+    task's p_u from it, and the assumptions say both."""
+    from costsim import api
+
+    res = api.plan(2.0, latency_p95="120s", devices="h20", K="6", p_dist="beta:8,2", confirm=1).to_dict()
+    assert res["recommended"] is not None
+    assert any(a.startswith("p_u: the screen at the mean of beta:8,2") for a in res["assumptions"])
+    with pytest.raises(ValueError, match="expected beta:a,b"):
+        api.plan(2.0, latency_p95="120s", devices="h20", K="6", p_dist="markov:0.9,0.5,0.1,0.1", confirm=1)

@@ -176,3 +176,27 @@ def test_one_precision_policy_in_every_command():
     for opts in (SCENARIO_OPTIONS, CAPACITY_OPTIONS, PLAN_OPTIONS):
         assert {"strong_dtype", "weak_dtype"} <= set(opts)
     assert "strong_dtype" in inspect.signature(api.predict).parameters
+
+
+def test_predict_over_a_beta_of_p_u_is_the_mean_of_the_per_task_ratios():
+    """--p-dist beta:a,b (what costsim acceptance fits): R_u and L_u averaged over tasks' p_u,
+    against a midpoint-rule integral of the same formulas over the Beta density."""
+    import math
+
+    import numpy as np
+
+    from costsim import api, formulas
+
+    r = api.predict(0.8, 6, p_dist="beta:8,2").data
+    pd = r["over_p_dist"]
+    q = (np.arange(200_000) + 0.5) / 200_000
+    dens = q**7 * (1 - q) ** 1 / (math.gamma(8) * math.gamma(2) / math.gamma(10))
+    R = float(np.mean(formulas.R(q, 6, r["v_over_d"], r["rho_per_rejection"]) * dens))
+    L = float(np.mean(formulas.L(q, 6, r["v_over_d"], r["rho_per_rejection"], r["kappa"]) * dens))
+    assert math.isclose(pd["R"], R, rel_tol=1e-6) and math.isclose(pd["L"], L, rel_tol=1e-6)
+    assert pd["mean_p_accept"] == 0.8 and math.isclose(pd["R_at_mean_p"], r["R"], rel_tol=1e-12)
+    assert pd["L"] > pd["L_at_mean_p"]  # L_u is convex in p_u here: spread costs
+    tight = api.predict(0.8, 6, p_dist="beta:80000,20000").data["over_p_dist"]  # no spread: the point value
+    assert math.isclose(tight["R"], r["R"], rel_tol=1e-4) and math.isclose(tight["L"], r["L"], rel_tol=1e-4)
+    with pytest.raises(ValueError, match="expected beta:a,b"):
+        api.predict(0.8, 6, p_dist="markov:0.9,0.5,0.1,0.1")

@@ -247,7 +247,9 @@ def assumptions(base) -> list[str]:
             f"prefix cache: the screen takes a session's prefix as always resident, at no memory cost (its roofline sees "
             f"no eviction); the confirmations simulate --prefix-cache {base.prefix_cache} "
             f"({PREFIX_CACHES[base.prefix_cache].split(':')[0]}); routing: {base.routing} "
-            f"({ROUTINGS[base.routing].split(':')[0]})"]
+            f"({ROUTINGS[base.routing].split(':')[0]})",
+            *([f"p_u: the screen at the mean of {base.p_dist} (its call weights take one p_u); the confirmations "
+               f"draw each task's p_u from it"] if base.p_dist else [])]
 
 
 def point(s: Screened) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import roofline
+from ..acceptance import beta_mean
 from ..fleet_cost import usd_per_1k_tasks
 from ..memory import max_sequences
 from ..profiles import Deployment
@@ -117,7 +118,9 @@ class Rows:
             rows = simulate(self.tasks, replace(sc, sessions=1, arrival_rate=None))
             return {name: np.array([r[name] for r in rows], float) for name in (*COLUMNS, "api_cost_usd")}
         if key not in self._weights:
-            self._weights[key] = call_weights(self.tasks, sc, c.protocol)
+            # The call weights take one p_u: a Beta's mean (the confirmations draw each task's own).
+            one_p = replace(sc, p_dist=None, p=beta_mean(sc.p_dist)) if sc.p_dist else sc
+            self._weights[key] = call_weights(self.tasks, one_p, c.protocol)
         deps = {"strong": sc.strong, "weak": sc.weak}
 
         def cached(weights, who, coef, overhead, budget):  # each pool's deployment costed once
