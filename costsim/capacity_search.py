@@ -419,8 +419,8 @@ def size_for_rate(tasks, sc: Scenario, task_rate: float, protocols=COMMANDS.capa
             res.update(op)
             res["past_balance_point"] = (op["strong_batch"] > b_star) if op["strong_batch"] is not None else None
             res["bound_by"] = bound_by(op["strong_batch"], op["strong_kv_blocked_share"], b_star,
-                                       min(h for h in (op["strong_prefix_cache_hit_rate"], op["weak_prefix_cache_hit_rate"])
-                                           if h is not None))
+                                       min((h for h in (op["strong_prefix_cache_hit_rate"], op["weak_prefix_cache_hit_rate"])
+                                            if h is not None), default=1.0))
             # within the rate search's resolution: the cells' rates are known to rel_tol
             res["meets_target"] = op["latency_p95_s"] <= srch.latency_p95_s * (1.0 + srch.rel_tol)
             s_dep, w_dep = replica_deployments(sc, name)

@@ -61,7 +61,12 @@ def test_shipped_engine_values_are_the_fit(fit):
             kind, _, dev = k.partition("@")
             got = fitted.families[dev][kind] if dev else getattr(fitted, kind)
             want = shipped.families[dev][kind] if dev else getattr(shipped, kind)
-            assert want == pytest.approx(got, rel=2e-3, abs=1e-3), f"{name}.{k}: shipped {want}, fit {got}"
+            # A value fitted at its bound, 0, lies where the fit's optimum is flat: the solver stops a
+            # few microseconds off it on one machine and on it on another (2026-12-02: vLLM's
+            # iteration overhead 0.0023 ms here, 0 where it was fitted), far below what the
+            # measurements resolve (milliseconds). Elsewhere: the fit's own digits.
+            tol = 1e-2 if want == 0 else 1e-3
+            assert want == pytest.approx(got, rel=2e-3, abs=tol), f"{name}.{k}: shipped {want}, fit {got}"
     # The fit improves on the priors and uses only fit cases.
     assert rep["rms_log_after"] < rep["rms_log_before"]
     fit_ids = {c.id for c in v.load_cases() if c.split == "fit"}
