@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from costsim.config import COMMANDS, PREFIX_CACHES, ROUTINGS
+from costsim.config import COMMANDS, serving_words
 
 from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, inputs_of, warn,
                       with_options, user_errors)
@@ -96,8 +96,7 @@ def render(result: dict) -> str:
              + f", K = {sc['K']}, seed {sc['seed']}, "
              + (f"open loop {sc['arrival_rate']:g} tasks/s" if sc["arrival_rate"] else f"{sc['sessions']} session(s)"),
              f"strong: {sc['strong']}", f"weak:   {sc['weak']}",
-             f"prefix cache: {sc.get('prefix_cache', 'hot')} ({PREFIX_CACHES[sc.get('prefix_cache', 'hot')].split(':')[0]}); "
-             f"routing: {sc.get('routing', 'session')} ({ROUTINGS[sc.get('routing', 'session')].split(':')[0]})",
+             serving_words(sc.get("prefix_cache", "hot"), sc.get("routing", "session")),
              *_scales(sc["step_scales"]),
              "mean per task ± 95% half-width; ratios are per committed step, paired with strong-only", ""]
     names = list(result["protocols"])

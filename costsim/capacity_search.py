@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import fleet_cost, roofline
-from .config import COMMANDS, PREFIX_CACHES, ROUTINGS
+from .config import COMMANDS, serving_words
 from .distributed import fork_map
 from .protocols import on_api, payoff_judges
 from .memory import kv_pool_bytes, max_sequences
@@ -479,10 +479,8 @@ def assumptions(tasks, sc: Scenario, srch: Search, protocols=()) -> list[str]:
            + (f" ({', '.join(local)})" if remote else "")] if local or not remote else []),
         *([f"{', '.join(remote)}: the strong model behind the API {api_profile(sc.api).name} (no strong replicas); weak: "
            f"{edge_deployment(sc.weak, sc.edge_device).describe()}"] if remote else []),
-        "arrivals: Poisson, open loop; routing: %s (%s); each replica batches continuously (token budget, most "
-        "sequences: strong %d, %d; weak %d, %d); prefix cache: %s (%s)"
-        % (sc.routing, ROUTINGS[sc.routing].split(":")[0], *sc.limits(sc.strong), *sc.limits(sc.weak), sc.prefix_cache,
-           PREFIX_CACHES[sc.prefix_cache].split(":")[0]),
+        "arrivals: Poisson, open loop; each replica batches continuously (token budget, most sequences: strong %d, "
+        "%d; weak %d, %d); %s" % (*sc.limits(sc.strong), *sc.limits(sc.weak), serving_words(sc.prefix_cache, sc.routing)),
         f"latency: task wall time from arrival to last step, p95 over tasks {srch.warmup:.0%}..{1 - srch.cooldown:.0%} "
         "by arrival (warm-up and drain left out); tool latency "
         + (f"{sc.tool_latency.seconds:g} s" if sc.tool_latency.seconds else "0 (generation time only)"),

@@ -245,6 +245,13 @@ ROUTINGS = {
 ROUTING = "session"
 
 
+def serving_words(prefix_cache: str, routing: str) -> str:
+    """How a run keeps and routes sessions, in words: 'prefix cache: hot (always resident,
+    holding no room); routing: session (session-affine)' (each description's first clause)."""
+    return (f"prefix cache: {prefix_cache} ({PREFIX_CACHES[prefix_cache].split(':')[0]}); "
+            f"routing: {routing} ({ROUTINGS[routing].split(':')[0]})")
+
+
 @dataclass(frozen=True)
 class Synthetic:
     """The synthetic generator's medians (:mod:`costsim.traces.synthetic`), in tokens: the

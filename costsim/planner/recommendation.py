@@ -241,13 +241,11 @@ ASSUMPTIONS = [
 
 def assumptions(base) -> list[str]:
     """:data:`ASSUMPTIONS`, and what the plan takes of the scenario ``base``'s prefix cache and routing."""
-    from ..config import PREFIX_CACHES, ROUTINGS
+    from ..config import serving_words
 
     return [*ASSUMPTIONS,
-            f"prefix cache: the screen takes a session's prefix as always resident, at no memory cost (its roofline sees "
-            f"no eviction); the confirmations simulate --prefix-cache {base.prefix_cache} "
-            f"({PREFIX_CACHES[base.prefix_cache].split(':')[0]}); routing: {base.routing} "
-            f"({ROUTINGS[base.routing].split(':')[0]})",
+            "the screen takes a session's prefix as always resident, at no memory cost (its roofline sees no eviction); "
+            f"the confirmations simulate {serving_words(base.prefix_cache, base.routing)}",
             *([f"p_u: the screen at the mean of {base.p_dist} (its call weights take one p_u); the confirmations "
                f"draw each task's p_u from it"] if base.p_dist else [])]
 
