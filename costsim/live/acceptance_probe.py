@@ -40,8 +40,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import NormalDist
 
+from ..metrics import ratio_ci
 from ..protocols.chunking import check_chunking, chunk_end
 from ..traces import _check as ck
 from ..traces import tau2 as _tau2
@@ -669,9 +669,6 @@ def _review(conv, start, steps, end, call, o: Options, tools) -> Chunk:
 
 # --- statistics --------------------------------------------------------------------------------------
 
-Z95 = NormalDist().inv_cdf(0.975)
-
-
 def rate(S: int, F: int) -> dict:
     """``{"mean": S/(S+F), "ci95": Wilson 95%}``; nulls with nothing judged."""
     n = S + F
@@ -688,10 +685,9 @@ def clustered_interval(per_task) -> dict:
     p = sum(s for s, _ in rows) / total if total else None
     if len(rows) < 2 or p in (None, 0.0, 1.0):
         return {"mean": p, "ci95": None}
-    T = len(rows)
-    var = T / (T - 1) * sum((s - p * n) ** 2 for s, n in rows) / total ** 2
-    half = Z95 * math.sqrt(var)
-    return {"mean": p, "ci95": [max(0.0, p - half), min(1.0, p + half)]}
+    # the paired ratio Σ S_t / Σ N_t and its delta-method interval: the simulator's (metrics.ratio_ci)
+    lo, hi = ratio_ci([s for s, _ in rows], [n for _, n in rows])["ci95"]
+    return {"mean": p, "ci95": [max(0.0, lo), min(1.0, hi)]}
 
 
 def _lbeta(a: float, b: float) -> float:
