@@ -93,12 +93,18 @@ def p_dist_parts(spec: str | None) -> tuple[str, list[float]]:
         raise ValueError(f"--p-dist {spec!r}: parameters must be numbers") from None
 
 
-def beta_mean(spec: str) -> float:
-    """The mean p_u a/(a+b) of ``--p-dist beta:a,b``; ValueError (one line) for any other."""
+def beta_params(spec: str) -> tuple[float, float]:
+    """``(a, b)`` of ``--p-dist beta:a,b``; ValueError (one line) for any other."""
     kind, ab = p_dist_parts(spec)
     if kind != "beta" or len(ab) != 2 or not all(v > 0 for v in ab):
         raise ValueError(f"--p-dist {spec!r}: expected beta:a,b with a, b > 0 here (costsim acceptance fits one)")
-    return ab[0] / (ab[0] + ab[1])
+    return ab[0], ab[1]
+
+
+def beta_mean(spec: str) -> float:
+    """The mean p_u a/(a+b) of ``--p-dist beta:a,b`` (:func:`beta_params`)."""
+    a, b = beta_params(spec)
+    return a / (a + b)
 
 
 def recorded_fallback(spec: str | None, p: float) -> float:

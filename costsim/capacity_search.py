@@ -73,7 +73,7 @@ class Search:
     max_weak_per_strong: int = 64
     steady_spans: float = 3.0      # a probe judges a rate if its arrivals span this many of its p95s
     max_probe_tasks: int = 10_000  # a probe too short to judge its rate repeats its tasks up to this many
-    workers: int | None = None     # processes for independent searches (costsim.distributed.fork_map); None: the CPUs
+    workers: int | None = None     # processes for a search round's probes (costsim.distributed.fork_map); None: the CPUs
     refinements: int = 2           # extra cell searches with more weak replicas per strong
 
 

@@ -120,7 +120,7 @@ class Rows:
     def with_columns(self, values: dict) -> "Rows":
         """These rows with ``values`` (``{key: value}``) in every row: what each row's
         ``update(values)`` gives."""
-        return Rows([(n, {**cols, **{k: _block([{k: v}] * n)[1][k] for k, v in values.items()}})
+        return Rows([(n, {**cols, **{k: _column([v] * n) for k, v in values.items()}})
                      for n, cols in self.blocks])
 
     def by_protocol(self) -> dict:
@@ -154,17 +154,17 @@ def _numeric(col) -> bool:
 
 
 def _block(rows: list) -> tuple:
-    cols = {}
-    for k in rows[0]:
-        vals = [r[k] for r in rows]
-        kinds = set(map(type, vals))
-        if kinds == {float}:
-            cols[k] = np.array(vals, float)
-        elif kinds == {int} and all(-2**63 <= v < 2**63 for v in vals):
-            cols[k] = np.array(vals, np.int64)
-        else:
-            cols[k] = vals
-    return len(rows), cols
+    return len(rows), {k: _column([r[k] for r in rows]) for k in rows[0]}
+
+
+def _column(vals: list):
+    """A column: a numpy array where every value is a float (or every one an int64), else the list."""
+    kinds = set(map(type, vals))
+    if kinds == {float}:
+        return np.array(vals, float)
+    if kinds == {int} and all(-2**63 <= v < 2**63 for v in vals):
+        return np.array(vals, np.int64)
+    return vals
 
 
 def _take(col, idx):

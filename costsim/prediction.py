@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import formulas, roofline
-from .acceptance import beta_mean, p_dist_parts
+from .acceptance import beta_params
 from .calibration import load_calibration
 from .config import (DEPLOYMENTS, MAX_CALL_TOKENS, MAX_RATIO, MAX_STEPS, OPTIONS, SOURCES, WORKLOAD, SpecAgentOptions,
                      check_scale)
@@ -250,8 +250,7 @@ def over_beta(p_dist: str, K: int, vd: float, rho: float, kappa: float, chunks=N
     accepted at its own p_u, the mean of the per-task ratios by Gauss-Jacobi quadrature
     (:func:`costsim.formulas.expected_over_beta`). ``chunks``: the renewal form's chunk-length
     pmfs (a write rate), else every chunk at K (the paper's)."""
-    beta_mean(p_dist)  # a Beta, or a one-line error
-    _, ab = p_dist_parts(p_dist)
+    a, b = beta_params(p_dist)
 
     def ratios(q):
         if chunks is None:
@@ -259,7 +258,6 @@ def over_beta(p_dist: str, K: int, vd: float, rho: float, kappa: float, chunks=N
         r = formulas.renewal_ratios(q, *chunks, vd, rho, kappa)
         return np.stack([r["R"], r["L"]])
 
-    a, b = ab
     R, L = formulas.expected_over_beta(ratios, a, b)
     mean = a / (a + b)
     at_mean = ratios(np.array([mean]))[:, 0]

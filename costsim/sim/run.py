@@ -62,7 +62,7 @@ def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, 
     g = {name: n_cells(name, sc) if cells else 1 for name in sc.protocols}
     # The protocols that do not split are independent runs too: side by side, then the cells.
     whole = [name for name in sc.protocols if g[name] == 1]
-    w = 1 if scheduler else workers or max(1, min(max_workers(), len(whole) * len(tasks) // MIN_TASKS_PER_WORKER))
+    w = 1 if scheduler else _pool(workers, len(whole) * len(tasks))
     done = (lambda: progress(len(tasks))) if progress and w > 1 else None
     runs = dict(zip(whole, fork_map(lambda name: _run_protocol(name, tasks, root, sc, None if done else progress, compact),
                                     whole, w, done)))
@@ -71,6 +71,12 @@ def simulate(tasks, sc: Scenario, progress=None, *, workers: int | None = None, 
         got = runs[name] if g[name] == 1 else _run_cells(name, tasks, root, sc, g[name], progress, workers, scheduler, compact)
         rows = rows + got
     return rows
+
+
+def _pool(workers: int | None, tasks: int) -> int:
+    """Processes for ``tasks`` tasks of independent runs: ``workers`` where given, else the
+    CPUs, at most one per :data:`MIN_TASKS_PER_WORKER` tasks (at least one)."""
+    return workers or max(1, min(max_workers(), tasks // MIN_TASKS_PER_WORKER))
 
 
 def n_cells(name: str, sc: Scenario) -> int:
@@ -270,7 +276,7 @@ def _run_cells(name, tasks, root, sc: Scenario, g: int, progress, workers, sched
     if scheduler:
         results = _on_dask(name, sc, root, costs, g, cell_list, tasks, progress, workers, scheduler, compact)
     else:
-        w = workers or max(1, min(max_workers(), n // MIN_TASKS_PER_WORKER))
+        w = _pool(workers, n)
         if w <= 1:  # in this process: progress per task
             results = [_run_cell(name, sc, root, costs, g, c, ts, tasks, progress, compact) for c, ts in cell_list]
         else:
