@@ -33,6 +33,9 @@ def bench(
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of the gaps between requests (1: Poisson)."),
     max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="Most requests out at once (the client's cap)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the lengths, arrivals and overheads drawn."),
+    arrivals: Optional[str] = typer.Option(None, "--arrivals",
+                                           help="Send again the requests of a `vllm bench serve --save-detailed` result "
+                                                "(its lengths, at its send times) instead of drawing a load."),
     percentile_metrics: str = typer.Option("ttft,tpot,itl,e2el", "--percentile-metrics",
                                            help="Latencies to report (vLLM's default leaves out e2el)."),
     metric_percentiles: str = typer.Option("99", "--metric-percentiles", help="Comma-separated percentiles, e.g. 50,90,99."),
@@ -58,7 +61,7 @@ def bench(
     target = None
     if save_result or append_result:
         name = result_filename or _default_name(label, request_rate, max_concurrency, model)
-        target = check_output(Path(result_dir or ".") / name, inputs=(calibration,) if calibration else ())
+        target = check_output(Path(result_dir or ".") / name, inputs=tuple(f for f in (calibration, arrivals) if f))
     with user_errors(ValueError):
         res = api.bench(model, device, gpus=gpus, dtype=dtype, engine=engine, expert_parallel=expert_parallel,
                         gpu_memory_utilization=gpu_memory_utilization,
@@ -67,7 +70,8 @@ def bench(
                         burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,
                         percentile_metrics=percentile_metrics, metric_percentiles=metric_percentiles,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        calibration=calibration, role=role, label=label, metadata=metadata or ())
+                        calibration=calibration, role=role, label=label, metadata=metadata or (),
+                        arrivals=arrivals)
     out = res.to_dict()
     if target is not None:
         text = json.dumps(out)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 from .config import COMMANDS, LIVE, check_price
 from .distributed import check_workers
@@ -321,7 +322,6 @@ def simulate(tasks=COMMANDS.simulate_tasks, *, progress=None, workers: int | Non
 def _read_traces(traces, warnings: Warnings) -> list:
     """The tasks of ``traces`` (files or shipped names) in order, each trace once (the same one
     twice is refused: its tasks would count double); what their files skip goes to ``warnings``."""
-    from pathlib import Path
 
     from .traces import load
 
@@ -682,13 +682,15 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
           sharegpt_output_len=None, request_rate: float = math.inf, burstiness: float = 1.0, max_concurrency=None,
           seed: int = 0, percentile_metrics: str = "ttft,tpot,itl,e2el", metric_percentiles: str = "99",
           max_num_seqs=None, max_num_batched_tokens=None, calibration=None, role: str = "strong", label=None,
-          metadata=(), gpu_memory_utilization=None) -> BenchRunResult:
+          metadata=(), gpu_memory_utilization=None, arrivals=None) -> BenchRunResult:
     """`vllm bench serve` against ``model`` on ``gpus`` of ``device`` under ``engine``, simulated
     by costsim (:mod:`costsim.bench`): the same load options, the same result keys. The server's
     limits default to the engine's on that device; ``calibration`` (a `costsim calibrate` file)
     replaces the roofline's times by the ``role`` endpoint's measured ones, and the engine's
     per-request overhead by its fitted one. ``metadata``: ``KEY=VALUE`` strings, kept as vLLM
-    keeps them (top-level keys, string values)."""
+    keeps them (top-level keys, string values). ``arrivals``: a `vllm bench serve
+    --save-detailed` result whose requests are sent again, the same lengths at the same times
+    (:func:`costsim.loadgen.sent`), in place of the load options."""
     import datetime as _dt
     from dataclasses import replace
 
@@ -714,14 +716,21 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
         if not sep or not key.strip():
             raise ValueError(f"--metadata takes KEY=VALUE, got {item!r}")
         meta[key.strip()] = value.strip()
-    try:
-        load = loadgen.Load(num_prompts=num_prompts, dataset=dataset, input_len=input_len, output_len=output_len,
-                            range_ratio=range_ratio, sharegpt_output_len=sharegpt_output_len, request_rate=request_rate,
-                            burstiness=burstiness, max_concurrency=max_concurrency, seed=seed)
-    except ValueError as e:
-        raise ValueError(f"--{str(e).replace('_', '-')}") from None
-    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization,
-                     max_concurrency, load.lengths[0] + load.lengths[1])
+    requests = None
+    if arrivals is not None:  # the measured run's requests, at its times
+        load, requests = loadgen.sent(arrivals)
+        load = replace(load, seed=seed)
+        num_prompts, request_rate, burstiness, max_concurrency = load.num_prompts, load.request_rate, load.burstiness, None
+    else:
+        try:
+            load = loadgen.Load(num_prompts=num_prompts, dataset=dataset, input_len=input_len, output_len=output_len,
+                                range_ratio=range_ratio, sharegpt_output_len=sharegpt_output_len,
+                                request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency,
+                                seed=seed)
+        except ValueError as e:
+            raise ValueError(f"--{str(e).replace('_', '-')}") from None
+    dep = deployment(model, device, gpus, dtype, engine, expert_parallel, gpu_memory_utilization, max_concurrency,
+                     load.lengths[0] + load.lengths[1])
     coef, source = None, "the roofline of the deployment and the engine's fitted parameters"
     if calibration:
         fits = {w: (pre, dec, over) for w, pre, dec, over in endpoint_fits(load_calibration(calibration))}
@@ -731,14 +740,15 @@ def bench(model: str, device: str, *, gpus=None, dtype=None, engine=None, expert
         dep = replace(dep, engine=replace(dep.engine, request_overhead_ms=over * 1e3))
         coef = rl.calibrated(rl.coefficients(dep), pre, dec)
         source = f"the {role} endpoint measured in {calibration} (per-token times and per-request overhead)"
-    res = sim_bench.run(dep, load, metrics, percentiles, max_num_batched_tokens, max_num_seqs, coef)
+    res = sim_bench.run(dep, load, metrics, percentiles, max_num_batched_tokens, max_num_seqs, coef, requests)
     out = {"date": _dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "endpoint_type": "costsim", "backend": "costsim",
            "label": label, "model_id": dep.model.name, "tokenizer_id": dep.model.name, "num_prompts": num_prompts,
            **meta, "request_rate": "inf" if math.isinf(request_rate) else request_rate, "burstiness": burstiness,
            "max_concurrency": max_concurrency, **res.metrics}
     out["costsim"] = {
         "simulated": True, "deployment": dep.describe(), "costs_from": source,
-        "dataset": dataset, "input_len_tokens": load.lengths[0], "output_len_tokens": load.lengths[1],
+        "dataset": dataset if arrivals is None else f"the requests of {Path(arrivals).name}",
+        "input_len_tokens": load.lengths[0], "output_len_tokens": load.lengths[1],
         "range_ratio": list(load.ratios),
         "max_num_seqs": max_num_seqs or dep.max_seqs, "max_num_batched_tokens": max_num_batched_tokens or dep.token_budget,
         "request_overhead_ms": dep.engine.request_overhead_ms, "overload": res.overload, "notes": list(res.notes)}
@@ -1239,8 +1249,6 @@ def measure_acceptance(conversations, *, K=None, chunking=None, exact_match: boo
     ``dry_run``: nothing is sent; ``on_request(request)`` gets each request that would be
     (its endpoint, URL, how it is authorised, its body), as if the weak model repeated the
     recorded steps and the strong one accepted them all. Docs: docs/live.md."""
-    from pathlib import Path
-
     from .config import SpecAgentOptions
     from .live import acceptance_probe as ap
     from .live.client import Endpoint, EndpointError
@@ -1328,3 +1336,4 @@ def measure_acceptance(conversations, *, K=None, chunking=None, exact_match: boo
                                              "--max-steps calls where given"})
         trace = ap.verdict_trace(results, header)
     return _AcceptanceResult(data, list(warned), trace)
+

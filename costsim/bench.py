@@ -71,18 +71,19 @@ def percentile_key(p: float) -> str:
 
 
 def run(dep: Deployment, load: loadgen.Load, percentile_metrics=LATENCIES, percentiles=(99.0,),
-        token_budget: int | None = None, max_seqs: int | None = None, coef=None) -> BenchResult:
+        token_budget: int | None = None, max_seqs: int | None = None, coef=None, requests=None) -> BenchResult:
     """Simulate ``load`` on one replica of ``dep`` and summarise it as ``vllm bench serve``
     does (module docstring). ``token_budget`` and ``max_seqs``: the server's scheduler limits
     (default: the engine's on the device); ``coef``: calibrated cost coefficients instead of
-    the roofline's."""
+    the roofline's; ``requests``: ``(input_lens, output_lens, send_s)`` to send instead of
+    drawing them from ``load`` (a measured run's, :func:`costsim.loadgen.sent`)."""
     unknown = set(percentile_metrics) - set(LATENCIES)
     if unknown:
         raise ValueError(f"unknown percentile metric(s) {', '.join(sorted(unknown))}: use {', '.join(LATENCIES)}")
     for p in percentiles:
         if not (0 < p < 100):
             raise ValueError(f"metric percentiles must be in (0, 100), got {p!r}")
-    ins, outs, send = loadgen.draw(load)
+    ins, outs, send = loadgen.draw(load) if requests is None else requests
     tl = sim_bench.run(dep, ins, outs, send, request_overheads(dep, load), load.max_concurrency, token_budget, max_seqs,
                        coef)
     coef = coef or roofline.coefficients(dep)
@@ -106,7 +107,7 @@ def run(dep: Deployment, load: loadgen.Load, percentile_metrics=LATENCIES, perce
         for p in percentiles:
             m[f"{percentile_key(p)}_{name}_ms"] = _percentile(values, counts, p) * 1e3
     overload = _overload(load, tl)
-    return BenchResult(m, overload, _notes(dep, load, tl, overload))
+    return BenchResult(m, overload, _notes(dep, load, tl, overload, replayed=requests is not None))
 
 
 # --- samples: (sorted-or-not values, integer counts), exact to numpy on the repeated values --
@@ -178,9 +179,10 @@ def _overload(load, tl) -> dict | None:
                 in_flight_growth=growth, in_flight_first=float(tl.in_flight[0]), in_flight_last=float(tl.in_flight[-1]))
 
 
-def _notes(dep, load, tl, overload) -> tuple[str, ...]:
-    notes = ["every request produces exactly its output length (as with --ignore-eos); lengths and "
-             "arrivals are costsim's draws from vLLM's distributions, not vLLM's own numbers"]
+def _notes(dep, load, tl, overload, replayed: bool = False) -> tuple[str, ...]:
+    notes = ["every request produces exactly its output length (as with --ignore-eos); "
+             + ("lengths and send times are the measured run's (--arrivals)" if replayed else
+                "lengths and arrivals are costsim's draws from vLLM's distributions, not vLLM's own numbers")]
     if overload:
         notes.append(
             f"overloaded: {overload['offered_rate']:g} requests/s offered, {overload['served_rate']:.3g} served; "

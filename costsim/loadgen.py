@@ -139,3 +139,66 @@ def sharegpt_lengths() -> np.ndarray:
     text = (data_dir("workloads") / "sharegpt.csv").read_text()
     rows = list(csv.reader(io.StringIO(text)))
     return np.array([[int(a), int(b)] for a, b in rows[1:]], dtype=np.int64)
+
+
+#: The most bytes of a `vllm bench serve` result read for its requests (a detailed result of
+#: MAX_PROMPTS requests with their texts is about this size).
+MAX_RESULT_BYTES = 1 << 30
+
+
+def sent(path) -> tuple[Load, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The requests a `vllm bench serve --save-detailed` result file sent, to send again:
+    ``(load, (input_lens, output_lens, send_s))``, the lengths each request had (an output at
+    least 1) and its send time in seconds from the first (vLLM's ``start_times``, when the
+    client sent it). ``load`` carries the run's count, rate and burstiness. A closed loop
+    (``max_concurrency`` set) is refused: its send times followed the server that answered,
+    and are simulated by the loop itself (``--max-concurrency``)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    where = f"--arrivals {p.name}"
+    try:
+        if p.stat().st_size > MAX_RESULT_BYTES:
+            raise ValueError(f"{where}: larger than {MAX_RESULT_BYTES >> 20} MiB")
+        r = json.loads(p.read_bytes(), parse_constant=lambda c: _refuse(where, c))
+    except OSError as e:
+        raise ValueError(f"{where}: cannot read it ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}: not JSON ({e})") from None
+    if not isinstance(r, dict) or not isinstance(r.get("start_times"), list):
+        raise ValueError(f"{where}: no per-request send times (rerun vllm bench serve with --save-detailed)")
+    if r.get("max_concurrency") is not None:
+        raise ValueError(f"{where}: a closed loop (max_concurrency {r['max_concurrency']!r}) sent as its server "
+                         "answered: simulate it with --max-concurrency instead")
+    cols = {k: r.get(k) for k in ("start_times", "input_lens", "output_lens")}
+    n = len(cols["start_times"])
+    for k, v in cols.items():
+        if not isinstance(v, list) or len(v) != n or not 1 <= n <= MAX_PROMPTS:
+            raise ValueError(f"{where}: {k} must be a list of one entry per request (1 to {MAX_PROMPTS:,}), "
+                             f"as start_times")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 for x in v):
+            raise ValueError(f"{where}: {k} must hold finite numbers >= 0")
+    if not all(float(x).is_integer() and x <= 10**7 for k in ("input_lens", "output_lens") for x in cols[k]):
+        raise ValueError(f"{where}: input_lens and output_lens must be whole numbers of tokens up to 10^7")
+    order = np.argsort(cols["start_times"], kind="stable")
+    start = np.asarray(cols["start_times"], float)[order]
+    t0 = start[0]
+    lat, dur = r.get("latencies"), r.get("duration")
+    if (isinstance(lat, list) and len(lat) == n and isinstance(dur, (int, float)) and math.isfinite(dur)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in lat)):
+        t0 = min(t0, float(np.max(np.asarray(cols["start_times"], float) + np.asarray(lat, float))) - dur)
+    rate = r.get("request_rate", "inf")
+    try:
+        rate = float(rate)
+        burst = float(r.get("burstiness", 1.0))
+        load = Load(num_prompts=n, request_rate=rate, burstiness=burst,
+                    input_len=float(np.mean(cols["input_lens"])), output_len=float(np.mean(cols["output_lens"])))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    return load, (np.asarray(cols["input_lens"], np.int64)[order],
+                  np.maximum(np.asarray(cols["output_lens"], np.int64)[order], 1), start - t0)
+
+
+def _refuse(where: str, constant: str):
+    raise ValueError(f"{where}: {constant} is not a number JSON allows")

@@ -262,3 +262,85 @@ def test_save_result_refuses_to_write_over_an_input(tmp_path, capsys):
     cal.write_text("[calibration]\nsource = 'x'\n[strong]\nprefill_s_per_token = 1e-4\ndecode_s_per_token = 1e-3\noverhead_s = 0.01\n")
     assert run([*ARGS, "--calibration", str(cal), "--save-result", "--result-filename", str(cal)]) == 2
     assert "input" in capsys.readouterr().err and "prefill_s_per_token" in cal.read_text()
+
+
+# --- --arrivals: a measured run's requests sent again ---------------------------------------------
+
+
+def _detailed(load: loadgen.Load, t0: float = 5000.25) -> dict:
+    """A `vllm bench serve --save-detailed` result of ``load`` as costsim draws it: its keys,
+    its send times on the client's clock (vLLM's perf_counter, not from 0; the benchmark
+    started at ``t0``, and its last request took 0.5 s)."""
+    ins, outs, send = loadgen.draw(load)
+    return {"request_rate": "inf" if math.isinf(load.request_rate) else load.request_rate,
+            "burstiness": load.burstiness, "max_concurrency": None, "completed": load.num_prompts,
+            "latencies": [0.5] * load.num_prompts, "duration": float(send.max()) + 0.5,
+            "start_times": (send + t0).tolist(), "input_lens": ins.tolist(), "output_lens": outs.tolist(),
+            "ttfts": [0.1] * load.num_prompts, "generated_texts": ["x"] * load.num_prompts}
+
+
+@pytest.mark.parametrize("rate", [3.0, math.inf])
+def test_a_run_sent_again_is_the_run(tmp_path, rate):
+    # The requests of a result file, sent again with the same seed of overheads, are the run
+    # that drew them: every metric equal, whatever the order the file lists them in (by send
+    # time: requests sent at once keep the file's order, the order they were sent in).
+    from costsim import api
+
+    load = loadgen.Load(num_prompts=120, input_len=300, output_len=40, range_ratio=0.5, request_rate=rate, seed=7)
+    r = _detailed(load)
+    if math.isfinite(rate):
+        shuffled = np.random.default_rng(1).permutation(load.num_prompts)
+        for k in ("start_times", "input_lens", "output_lens"):
+            r[k] = [r[k][i] for i in shuffled]
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(r))
+    kw = dict(metric_percentiles="50,99", seed=load.seed)
+    drawn = api.bench("llama-3.1-8b", "h100", num_prompts=120, input_len=300, output_len=40, range_ratio=0.5,
+                      request_rate=rate, **kw).to_dict()
+    again = api.bench("llama-3.1-8b", "h100", arrivals=str(f), **kw).to_dict()
+    for k, v in drawn.items():
+        if k.endswith(("_ms", "_throughput")) or k in ("duration", "completed", "total_input_tokens", "total_output_tokens"):
+            # the send times went through a clock at 5,000 s, where float64 steps by 9e-13 s
+            assert again[k] == pytest.approx(v, rel=1e-9, abs=1e-9), k
+    assert "the measured run's" in again["costsim"]["notes"][0] and again["costsim"]["dataset"] == "the requests of run.json"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["start_times", "input_lens", "output_lens", "request_rate", "max_concurrency",
+                                        "burstiness"]),
+                       st.one_of(st.lists(st.one_of(st.integers(-3, 10**8), st.floats(allow_nan=False), st.booleans()),
+                                          max_size=4),
+                                 st.none(), st.text(max_size=3), st.floats(allow_nan=False), st.integers(-2, 5))))
+def test_any_result_file_is_requests_or_one_error(tmp_path_factory, r):
+    f = tmp_path_factory.mktemp("arr") / "r.json"
+    f.write_text(json.dumps(r))
+    try:
+        load, (ins, outs, send) = loadgen.sent(f)
+    except ValueError as e:
+        assert "\n" not in str(e) and str(e).startswith("--arrivals r.json:")
+        return
+    assert len(ins) == len(outs) == len(send) == load.num_prompts >= 1
+    assert send[0] == 0 and np.all(np.diff(send) >= 0) and np.all(outs >= 1) and np.all(ins >= 0)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('{"completed": 3}', "--save-detailed"), ('{"start_times": [1, NaN], "input_lens": [1, 1], "output_lens": [1, 1]}', "NaN"),
+    ('{"start_times": [1, 2], "input_lens": [1], "output_lens": [1, 1]}', "one entry per request"),
+    ('{"max_concurrency": 4, "start_times": [1], "input_lens": [1], "output_lens": [1]}', "--max-concurrency instead"),
+    ("not json", "not JSON"),
+])
+def test_a_bad_arrivals_file_is_one_line(tmp_path, capsys, text, msg):
+    f = tmp_path / "r.json"
+    f.write_text(text)
+    assert run(["bench", "--model", "llama-3.1-8b", "--device", "h100", "--arrivals", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and msg in err and err.startswith("costsim: error:")
+
+
+def test_save_result_refuses_to_write_over_the_arrivals(tmp_path, capsys):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(_detailed(loadgen.Load(num_prompts=5, request_rate=2.0))))
+    before = f.read_text()
+    assert run(["bench", "--model", "llama-3.1-8b", "--device", "h100", "--arrivals", str(f), "--save-result",
+                "--result-filename", str(f)]) == 2
+    assert "input" in capsys.readouterr().err and f.read_text() == before
