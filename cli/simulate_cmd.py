@@ -8,7 +8,7 @@ import typer
 
 from costsim.config import COMMANDS, serving_words
 
-from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, atomic_write, check_output, dumps, inputs_of, warn,
+from ._common import (SCENARIO_OPTIONS as OPTIONS, Progress, UserError, check_output, dumps, inputs_of, warn,
                       with_options, user_errors)
 
 WORKERS_HELP = ("Processes for the independent runs (the protocols; an open-loop fleet's gcd(strong, weak) cells) "
@@ -50,7 +50,7 @@ def _run(run, o: dict, inputs: tuple):
     with user_errors(ValueError), Progress("simulating", quiet=o["quiet"], min_total=200) as bar:
         res = run(options, bar.advance)
     if o["out"]:
-        atomic_write(o["out"], res.table("parquet" if o["out"].endswith(".parquet") else "csv"), inputs=inputs)
+        res.write_table(check_output(o["out"], inputs))
     typer.echo(dumps(res.to_dict()) if o["json_out"] else render(res.data))
 
 

@@ -272,18 +272,13 @@ class SimulationResult(Result):
     def to_frame(self):
         return self.rows.to_frame()
 
-    def table(self, fmt: str) -> bytes | str:
-        """The per-task table as ``parquet`` (bytes) or ``csv`` (text)."""
-        df = self.to_frame()
-        if fmt == "parquet":
-            import io
+    def write_table(self, path) -> None:
+        """Write the per-task table to ``path`` (``.parquet``, else CSV) atomically and by parts
+        (:meth:`costsim.metrics.Rows.write`): the whole table is never in memory as one frame."""
+        from .files import atomic_file
 
-            buf = io.BytesIO()
-            df.to_parquet(buf, index=False)
-            return buf.getvalue()
-        if fmt == "csv":
-            return df.to_csv(index=False)
-        raise ValueError(f"a per-task table is parquet or csv, not {fmt!r}")
+        with atomic_file(path) as f:
+            self.rows.write(f, "parquet" if str(path).endswith(".parquet") else "csv")
 
 
 def _simulated(tasks, options: dict, traced: bool, progress, warnings=(), workers=None) -> SimulationResult:

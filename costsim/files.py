@@ -140,12 +140,22 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` through a temporary file beside it and a
     rename: a reader sees the old file or the new one, never a part. The one way costsim
     writes a file; the new file has the permissions the umask gives."""
+    with atomic_file(path) as f:
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return Path(path)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike):
+    """A binary file to write ``path`` by parts (a large table, chunk by chunk): a temporary
+    file beside it, renamed over ``path`` when the block ends, removed if it raises (Ctrl-C
+    included). What :func:`write_atomic` writes through."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+            yield f
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a normal file respects the umask
@@ -156,7 +166,6 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
         except FileNotFoundError:
             pass
         raise
-    return path
 
 
 @contextmanager
