@@ -19,10 +19,12 @@ from . import plan_cmd as _plan
 from . import predict_cmd as _predict
 from . import profiles_cmd as _profiles
 from . import protocols_cmd as _protocols
+from . import report_cmd as _report
 from . import roofline_cmd as _roofline
 from . import simulate_cmd as _simulate
 from . import sweep_cmd as _sweep
 from . import traces_cmd as _traces
+from . import ui_cmd as _ui
 from ._common import UserError, shown, warn
 
 app = typer.Typer(
@@ -41,6 +43,7 @@ app.command("simulate")(_simulate.simulate)
 app.command("replay")(_simulate.replay)
 app.command("capacity")(_capacity.capacity)
 app.command("plan")(_plan.plan)
+app.command("report")(_report.report)
 app.command("sweep")(_sweep.sweep)
 app.command("protocols")(_protocols.protocols)
 app.command("figures")(_figures.figures)
@@ -51,6 +54,7 @@ app.command("serve-local")(_live.serve_local)
 app.add_typer(_traces.traces_app, name="traces")
 app.add_typer(_profiles.hardware_app, name="hardware")
 app.add_typer(_profiles.models_app, name="models")
+app.command("ui")(_ui.ui)
 
 
 #: Flags renamed so that a name means one thing in every command: (command, old spelling) ->

@@ -573,6 +573,72 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
     return PlanResult(res, warnings, configs)
 
 
+# --- a result as one HTML file: `costsim report` ----------------------------------------------------
+
+
+def _read_result(path) -> dict:
+    """The JSON a command printed, read from ``path``; ValueError in one line naming the file."""
+    import json
+
+    from .files import read_text
+
+    name = str(path)
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: is a directory, not a result file") from None
+    except OSError as e:
+        raise ValueError(f"{name}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not UTF-8 text (expected the JSON a command printed with --json)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{name}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+
+
+def report(result, out=None) -> str:
+    """One self-contained HTML page (inline CSS and SVG, no script, nothing fetched) of a result
+    of predict, replay (or simulate), capacity or plan: its verdict in its own words, its figure
+    (plan's Pareto front in USD per 1,000 tasks with a tooltip on every point; capacity's cost
+    per protocol; predict's R_u and L_u against p_u), its tables, its inputs with their sources,
+    and what the model is unsure of (the roofline's errors against measurement, the result's
+    assumptions and notes). ``result``: a :class:`Result`, a dict (what ``--json`` printed) or a
+    path to that JSON; which command made it is told by its keys
+    (:func:`costsim.html_report.kind_of`). Returns the HTML text; ``out``: also write it there,
+    atomically (never over the result's own file)."""
+    from .html_report import COMMANDS, kind_of, page
+
+    source, warnings = None, ()
+    if isinstance(result, Result):
+        data, warnings = result.to_dict(), result.warnings
+    elif isinstance(result, Mapping):
+        data = to_jsonable(dict(result))
+    elif isinstance(result, (str, Path)) or hasattr(result, "__fspath__"):
+        source = Path(result)
+        data = _read_result(source)
+    else:
+        raise TypeError(f"report() takes a Result, a dict or a path, not {type(result).__name__}")
+    if out is not None and source is not None and Path(out).exists() and Path(out).resolve() == source.resolve():
+        raise ValueError(f"{out}: refusing to overwrite an input file")
+    where = f"{source}: " if source else ""
+    try:
+        kind = kind_of(data)
+    except ValueError as e:
+        raise ValueError(where + str(e)) from None
+    try:
+        text = page(kind, data, roofline_validate()["summary"], warnings=warnings,
+                    source=source.name if source else None)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:  # the keys are there, the values not
+        raise ValueError(f"{where}the keys of `{COMMANDS[kind]} --json`, but not its values "
+                         f"({type(e).__name__}: {e})") from None
+    if out is not None:
+        write_atomic(out, text)
+    return text
+
+
 # --- the roofline and its measured validation set ------------------------------------------------------
 
 
@@ -1332,3 +1398,17 @@ def measure_acceptance(conversations, *, K=None, chunking=None, exact_match: boo
         trace = ap.verdict_trace(results, header)
     return _AcceptanceResult(data, list(warned), trace)
 
+
+# --- the what-if page -----------------------------------------------------------------------------
+
+
+def ui_server(host: str = "127.0.0.1", port: int = 0):
+    """`costsim ui`: the what-if page's server, listening on ``host``:``port`` (0: any free
+    port) once returned: ``url``, ``serve_forever()``, ``shutdown()`` (from another thread),
+    ``open_browser()``; ``loopback``: whether only this machine can reach it (the page has no
+    authentication). Its endpoints answer with :func:`predict` and :func:`plan`'s ``to_dict()``
+    (:mod:`costsim.ui`)."""
+    from . import api
+    from .ui import Server
+
+    return Server(host, port, api=api)

@@ -23,8 +23,8 @@ LAYERS = (
     ("scenario", ("costsim.scenario",)),
     ("drivers", ("costsim.sim", "costsim.twin", "costsim.live")),
     ("analyses", ("costsim.bench", "costsim.prediction", "costsim.report", "costsim.capacity_search", "costsim.planner",
-                  "costsim.sweep", "costsim.paper", "costsim.measured", "costsim.figures")),
-    ("public API", ("costsim.api", "costsim")),
+                  "costsim.sweep", "costsim.paper", "costsim.measured", "costsim.figures", "costsim.html_report")),
+    ("public API", ("costsim.api", "costsim", "costsim.ui")),  # ui: the what-if page, handed the API by api.ui_server
     ("front end", ("cli",)),
 )
 #: Third-party libraries a module may import inside a function (heavy: loaded only when used).
