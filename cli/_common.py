@@ -183,9 +183,10 @@ def _check_output(p: Path, name: str, inputs: tuple, directory: bool) -> Path:
         raise UserError(f"{name}: is a directory; give a file name")
     if not directory and p.exists() and not p.is_file():  # the atomic rename would replace it
         raise UserError(f"{name}: not a regular file (a device, FIFO or socket); give a file name")
-    for src in inputs:
-        if p.exists() and Path(src).exists() and p.resolve() == Path(src).resolve():
-            raise UserError(f"{name}: refusing to overwrite an input file")
+    from costsim.api import refuse_overwriting_input
+
+    with user_errors(ValueError):
+        refuse_overwriting_input(p, inputs, name=name)
     where = p if directory else p.parent
     made = [q for q in (where, *where.parents) if not q.exists()]  # created for the probe, removed after it
     probe = None

@@ -67,26 +67,6 @@ def plan(
         target_missed(res["why_none"])
 
 
-def _cells(r) -> str:
-    """The cell a confirmation simulated: 'one of 8 cells (1 strong + 8 weak) at 12.5 tasks/s'."""
-    c = r["simulated"]
-    which = f"one of {c['cells']} cells" if c["cells"] > 1 else "the whole fleet as one cell"
-    return f"{which} ({c['strong_replicas']} strong + {c['weak_replicas']} weak) at {c['task_rate_per_cell']:.3g} tasks/s"
-
-
-def _where(c, strong: int, weak: int) -> str:
-    """The fleet in words: replicas of each pool, and the API behind the strong model."""
-    out = []
-    if c.strong is not None:
-        out.append(f"{strong}x strong ({c.strong.n_devices}x {c.strong.device.name}"
-                   + (", EP" if c.strong.expert_parallel else "") + ")")
-    if c.api:
-        out.append(f"strong via the {c.api} API")
-    if c.weak is not None and weak:
-        out.append(f"{weak}x weak ({c.weak.n_devices}x {c.weak.device.name})")
-    return " + ".join(out)
-
-
 def render(res: dict) -> str:
     lines = [f"costsim plan: {res['task_rate_per_s']:g} tasks/s, p95 <= {res['latency_p95_target_s']:g} s; "
              f"{res['configurations']} configurations screened ({res['feasible']} feasible), "
@@ -99,18 +79,17 @@ def render(res: dict) -> str:
         for s in res["front"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
             lines.append(f"  {s.cost_per_1k:>12.3f} {s.p95_s:>7.1f} {s.gpus:>5}  {proto:<22} "
-                         f"{_where(s.config, s.strong_replicas, s.weak_replicas)}")
+                         f"{s.config.fleet(s.strong_replicas, s.weak_replicas)}")
         lines.append("")
     if res["confirmed"]:
         lines.append("Confirmed by simulation (the screen's cheapest):")
         for s, r in res["confirmed"]:
             proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-            grown = (f", grown {r['grown']}x" if r["grown"] else "") + (
-                "" if r["steady"] else f"; {r['tasks_simulated']:,} tasks arrive in less than three of their p95s")
-            lines.append(f"  {proto:<22} {_where(s.config, r['strong_replicas'], r['weak_replicas'])}, {r['fleet_gpus']} GPUs, "
+            grown = f", grown {r['grown']}x" if r["grown"] else ""
+            lines.append(f"  {proto:<22} {r['fleet']}, {r['fleet_gpus']} GPUs, "
                          f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1k tasks, p95 {r['latency_p95_s']:.1f} s simulated "
                          f"(screen {s.p95_s:.1f} s{grown}) — {'meets' if r['meets_target'] else 'misses'} the target"
-                         + ("" if r["steady"] else " on a run too short to be steady: its p95 may be low"))
+                         + (f" {r['note']}" if r["note"] else ""))
         lines.append("")
     rec = res["recommended"]
     if rec is None:
@@ -118,10 +97,10 @@ def render(res: dict) -> str:
     else:
         s, r = rec
         proto = s.config.protocol + (f" K={s.config.K}" if s.config.K else "")
-        lines += [f"Recommended: {proto}, {_where(s.config, r['strong_replicas'], r['weak_replicas'])}: {r['fleet_gpus']} GPUs, "
+        lines += [f"Recommended: {proto}, {r['fleet']}: {r['fleet_gpus']} GPUs, "
                   f"USD {r['cost_per_1k_tasks_usd']:.3f} per 1,000 "
                   f"tasks, p95 {r['latency_p95_s']:.1f} s (simulated, {r['tasks_simulated']:,} tasks over "
-                  f"{_cells(r)}" + ("" if r["steady"] else "; too few to be steady: a p95 that may be low") + ")",
+                  f"{r['simulated']['text']}" + (f"; {r['note']}" if r["note"] else "") + ")",
                   f"  why: {res['why']}"]
     if res.get("specagent_pays"):
         lines.append(f"  {res['specagent_pays']['text']}")

@@ -66,7 +66,7 @@ def render(r: dict) -> str:
     best_K = f"best K for this p_u (min L_u over K = 1..{r['best_K_searched']})"
     measured = [k for k in ("v_over_d", "rho", "kappa") if str(src.get(k, "")).startswith("calibration")]
     names = {"v_over_d": "v/d", "rho": "rho", "kappa": "kappa"}
-    in_time = "v_over_d" in measured or "rho" in measured  # R_u's own terms measured in time
+    in_time = r["ratios_measure"] == "time"  # R_u's own terms measured in time (the result says)
 
     def unit(k, plain):
         return "(measured time ratio)" if str(src.get(k, "")).startswith("calibration") else plain

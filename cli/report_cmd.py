@@ -7,7 +7,20 @@ from typing import Optional
 
 import typer
 
-from ._common import atomic_write, check_output, user_errors
+from ._common import UserError, atomic_write, check_output, shown
+
+
+def _default_out(result: str) -> str:
+    """The HTML file beside RESULT, named after it (its suffix .html); a one-line error where
+    RESULT has no file name to name it after ('', '.', a folder)."""
+    if not result.strip():
+        raise UserError("the result path is empty: give the JSON file a command printed with --json")
+    p = Path(result)
+    if p.is_dir():
+        raise UserError(f"{shown(result)}: is a directory, not a result file")
+    if not p.name or p.name in (".", ".."):
+        raise UserError(f"{shown(result)}: not a file name; give the JSON file a command printed with --json")
+    return str(p.with_suffix(".html"))
 
 
 def report(
@@ -21,10 +34,14 @@ def report(
     """
     from costsim import api
 
-    with user_errors(ValueError):  # a RESULT with no name ('', '.') has no default output
-        target = out if out is not None else str(Path(result).with_suffix(".html"))
+    target = out if out is not None else _default_out(result)
     check_output(target, inputs=(result,))  # before any work: never over the result itself
-    with user_errors(ValueError):
+    try:
         text = api.report(result)
+    except (ValueError, OSError) as e:  # bad input, in one line
+        raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    except (ArithmeticError, RecursionError, MemoryError) as e:  # what no check foresaw: still one line, no traceback
+        raise UserError(f"{shown(result)}: cannot make a report of it ({type(e).__name__}"
+                        + (f": {str(e).splitlines()[0]}" if str(e) else "") + ")") from None
     atomic_write(target, text, inputs=(result,))
     typer.echo(f"wrote {target}")

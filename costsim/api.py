@@ -24,16 +24,17 @@ from pathlib import Path
 
 from .config import COMMANDS, LIVE, check_price
 from .distributed import check_workers
-from .files import write_atomic
+from .files import refuse_overwriting_input, write_atomic
 from .memory import DoesNotFit
 from .profiles import ProfileError
 from .traces.importers import IMPORTERS, Importer
 
 #: The kinds of one-line error (ValueErrors all) that any function here may raise on bad input
 #: besides a plain ValueError: a profile that is not there or not valid, a deployment that does
-#: not fit. ``write_atomic`` is the one atomic writer, for the CLI's outputs.
+#: not fit. ``write_atomic`` is the one atomic writer, for the CLI's outputs;
+#: ``refuse_overwriting_input`` the one check that an output is none of a command's inputs.
 INPUT_ERRORS = (ProfileError, DoesNotFit)
-__all__ = ["INPUT_ERRORS", "write_atomic"]
+__all__ = ["INPUT_ERRORS", "refuse_overwriting_input", "write_atomic"]
 
 
 def to_jsonable(obj):
@@ -576,27 +577,70 @@ def plan(task_rate, *, latency_p95=COMMANDS.latency_p95_s, devices=None, weak_de
 # --- a result as one HTML file: `costsim report` ----------------------------------------------------
 
 
+#: The most digits an integer of a result may have: a command writes at most ~20 (Python refuses
+#: to read more than 4,300, in words that name no file).
+_MAX_DIGITS = 300
+
+
+class _NotJSON(ValueError):
+    """What the JSON reader of :func:`_read_result` refuses, in plain words."""
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise _NotJSON(f"a number of {len(text.lstrip('-')):,} digits; a result's have at most {_MAX_DIGITS}")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise _NotJSON(f"the number {text[:40]} is out of the range of a float")
+    return x
+
+
+def _constant(text: str):
+    raise _NotJSON(f"{text} is not a JSON number (a command writes null for what has none)")
+
+
 def _read_result(path) -> dict:
-    """The JSON a command printed, read from ``path``; ValueError in one line naming the file."""
+    """The JSON a command printed, read from ``path`` (at most
+    :data:`costsim.config.MAX_RESULT_BYTES`, refused by its size before it is read); ValueError
+    in one line naming the file for a file that is not there, not readable, too large, not
+    UTF-8 or not JSON (a number past a float's range, NaN, nesting too deep to read included)."""
+    import errno
     import json
 
+    from .config import MAX_RESULT_BYTES
     from .files import read_text
 
-    name = str(path)
+    name = str(path) if str(path).isprintable() else repr(str(path))
     try:
-        text = read_text(path)
+        text = read_text(path, max_bytes=MAX_RESULT_BYTES)
     except FileNotFoundError:
         raise ValueError(f"{name}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{name}: is a directory, not a result file") from None
     except OSError as e:
+        if e.errno == errno.EFBIG:
+            raise ValueError(f"{name}: {e.strerror}, the most `costsim report` reads (a command's --json result is "
+                             "5-20 KB)") from None
         raise ValueError(f"{name}: cannot read it ({e.strerror or e})") from None
     except UnicodeDecodeError:
         raise ValueError(f"{name}: not UTF-8 text (expected the JSON a command printed with --json)") from None
+    except ValueError as e:  # a NUL in the path
+        raise ValueError(f"{name}: not a valid path ({e})") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise ValueError(f"{name}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except _NotJSON as e:
+        raise ValueError(f"{name}: not JSON costsim reads ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{name}: not JSON costsim reads (nested too deeply to read; a result is a few levels "
+                         "deep)") from None
+    except ValueError as e:  # any other refusal of the reader, in one line
+        raise ValueError(f"{name}: not JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
 
 
 def report(result, out=None) -> str:
@@ -609,7 +653,7 @@ def report(result, out=None) -> str:
     path to that JSON; which command made it is told by its keys
     (:func:`costsim.html_report.kind_of`). Returns the HTML text; ``out``: also write it there,
     atomically (never over the result's own file)."""
-    from .html_report import COMMANDS, kind_of, page
+    from .html_report import COMMANDS, BadValue, kind_of, page
 
     source, warnings = None, ()
     if isinstance(result, Result):
@@ -621,9 +665,9 @@ def report(result, out=None) -> str:
         data = _read_result(source)
     else:
         raise TypeError(f"report() takes a Result, a dict or a path, not {type(result).__name__}")
-    if out is not None and source is not None and Path(out).exists() and Path(out).resolve() == source.resolve():
-        raise ValueError(f"{out}: refusing to overwrite an input file")
-    where = f"{source}: " if source else ""
+    if out is not None and source is not None:
+        refuse_overwriting_input(out, (source,))
+    where = f"{source if str(source).isprintable() else repr(str(source))}: " if source else ""
     try:
         kind = kind_of(data)
     except ValueError as e:
@@ -631,9 +675,11 @@ def report(result, out=None) -> str:
     try:
         text = page(kind, data, roofline_validate()["summary"], warnings=warnings,
                     source=source.name if source else None)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:  # the keys are there, the values not
+    except BadValue as e:  # a value that is not what the command writes, named
+        raise ValueError(f"{where}the keys of `{COMMANDS[kind]} --json`, but not its values: {e}") from None
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, ArithmeticError) as e:  # the same, unnamed
         raise ValueError(f"{where}the keys of `{COMMANDS[kind]} --json`, but not its values "
-                         f"({type(e).__name__}: {e})") from None
+                         f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     if out is not None:
         write_atomic(out, text)
     return text

@@ -286,6 +286,9 @@ MAX_USD_PER_GPU_HOUR = 1e4
 #: give each of their (at most 10^5) tasks a replica; past that a fleet is sized cell by cell
 #: (`--strong-replicas 1e9` hung, then ran out of memory).
 MAX_REPLICAS = 100_000
+#: The largest result file `costsim report` reads: a command's --json is 5-20 KB (a plan of a
+#: large search some hundreds), and parsing JSON takes ~25 times a file's size in memory.
+MAX_RESULT_BYTES = 16 << 20
 
 
 def check_price(name: str, usd) -> float:
@@ -510,6 +513,27 @@ JSON_KEYS = {
     "strong_prefill_recomputed_tokens": ("number", "tokens of context the strong model prefilled again because they "
                                                    "were not resident (evicted, or no prefix cache), per task"),
     "weak_prefill_recomputed_tokens": ("number", "the same for the weak model, tokens per task"),
+    "fleet": ("string", "a plan's fleet in words: the replicas of each pool, the GPUs and device of each replica "
+                        "('2× strong (8× h200, EP) + 4× weak (1× h200)'; costsim.planner.space.Config.fleet)"),
+    "ratios_measure": ("string", "what predict's R and L are ratios of: 'weight passes' (the paper's pass counting: R "
+                                 "in strong weight passes, L in wall time with time ∝ passes) or 'time' (a calibration "
+                                 "measured v/d or rho in time: R in strong replica time, L in wall time)"),
+}
+#: The unit of each number :data:`JSON_KEYS` declares, short (the column head of a table), where its
+#: meaning is not itself that; a ratio's, a probability's or a model field's unit is its meaning.
+JSON_UNITS = {
+    "gpus": "GPUs", "fleet_gpus": "GPUs", "strong_fleet_gpus": "GPUs", "weak_fleet_gpus": "GPUs",
+    "cost_per_1k_tasks_usd": "USD per 1,000 tasks", "api_cost_per_1k_tasks_usd": "USD per 1,000 tasks (billed by an API)",
+    "usd_per_gpu_hour": "USD per GPU-hour", "strong_usd_per_gpu_hour": "USD per GPU-hour",
+    "weak_usd_per_gpu_hour": "USD per GPU-hour", "latency_p95_s": "seconds", "task_rate_per_s": "tasks per second",
+    "hbm_bandwidth_gb_per_s": "GB/s", "interconnect_bandwidth_gb_per_s": "GB/s", "internode_bandwidth_gb_per_s": "GB/s",
+    "feasible_configurations": "configurations", "configurations": "configurations", "context_tokens": "tokens",
+    "arrival_rate": "tasks per second (null: a closed loop)",
+    "strong_prefix_cache_hit_rate": "a share of context tokens, in [0, 1]",
+    "weak_prefix_cache_hit_rate": "a share of context tokens, in [0, 1]",
+    "strong_prefix_cache_call_hit_rate": "a share of calls, in [0, 1]", "weak_prefix_cache_call_hit_rate": "a share of calls, in [0, 1]",
+    "strong_prefill_recomputed_tokens": "tokens per task", "weak_prefill_recomputed_tokens": "tokens per task",
+    "tokens": "tokens", "step_scales": "tokens decoded per recorded token",
 }
 _DIMENSIONLESS = {
     # the paper's ratios and costsim's, each against Strong-only
@@ -579,6 +603,11 @@ JSON_KEYS.update({k: ("number|null", f"a count: {v}") for k, v in _COUNTS.items(
 JSON_KEYS.update({k: ("number|null", "a model config field (Hugging Face's name)") for k in _MODEL_FIELDS})
 JSON_KEYS.update({k: ("number", f"{v} (vLLM's key)") for k, v in _VLLM.items()})
 JSON_KEYS.update({k: ("number", v) for k, v in _OTHER.items() if k not in JSON_KEYS})
+JSON_UNITS.update(_DIMENSIONLESS)
+JSON_UNITS.update(_COUNTS)
+JSON_UNITS.update({k: JSON_KEYS[k][1] for k in _MODEL_FIELDS})
+JSON_UNITS.update(_VLLM)
+JSON_UNITS.update({k: v for k, v in _OTHER.items() if k not in JSON_UNITS})
 #: A numeric key not in :data:`JSON_KEYS` names its unit by its ending (key ending -> unit); the
 #: keys of an object whose key names a unit (mean, ci95, strong, weak, a GPU count) take its unit.
 JSON_UNIT_ENDINGS = {
@@ -593,6 +622,51 @@ JSON_UNIT_ENDINGS = {
 #: Keys inside an object that take the unit of the object's key.
 JSON_INHERIT = ("mean", "max", "min", "median", "ci95", "strong", "weak", "lo", "hi", "p50", "p90", "p95", "p99",
                 "prompt", "completion", "observation")
+#: Endings that name no quantity: a ``_per_`` ending after one of them does not compose with it
+#: ('max_task_rate_per_s' is per second, not "a probability per second").
+_NOT_QUANTITIES = ("_ratio", "_share", "_fraction", "_rate")
+
+
+def unit_of(path) -> str:
+    """The unit (for a ratio, a count or a probability: its meaning) of the value at ``path`` in a
+    command's JSON: a tuple of keys from the top (list indices as digits), or one key, or dotted
+    keys ('cell.pool_rates_per_s.strong'); '' where it names none (text, a flag, an object).
+
+    The one rule, in order: a key of :data:`JSON_INHERIT` or a digit (a list index, a GPU count)
+    takes the unit of the key above it; a key :data:`JSON_KEYS` declares has its
+    :data:`JSON_UNITS` entry; any other key names its unit by its ending
+    (:data:`JSON_UNIT_ENDINGS`, the longest that matches), and a ``_per_`` ending composes with
+    the quantity before it: 'wall_s_per_step' is seconds per committed step,
+    'strong_calls_per_task' model calls per task."""
+    if isinstance(path, str):
+        path = tuple(path.split("."))
+    path = tuple(str(k) for k in path)
+    if not path:
+        return ""
+    key = path[-1]
+    if key in JSON_INHERIT or key.isdigit():
+        return unit_of(path[:-1]) if len(path) > 1 else ""
+    if key in JSON_KEYS:
+        return JSON_UNITS.get(key, "")
+    return _ending_unit(key)
+
+
+def _ending_unit(key: str) -> str:
+    """The unit ``key``'s ending names (:func:`unit_of`), a ``_per_`` ending composed with the
+    quantity before it; '' for none."""
+    end = max((e for e in JSON_UNIT_ENDINGS if key.endswith(e) and len(key) > len(e)), key=len, default=None)
+    if end is None:
+        return ""
+    words = JSON_UNIT_ENDINGS[end]
+    if end.startswith("_per_"):
+        rest = key[:-len(end)]
+        if not rest.endswith(_NOT_QUANTITIES):
+            base = _ending_unit(rest)
+            if base:
+                return f"{base} {words}"
+    return words
+
+
 #: Spellings retired for one of :data:`JSON_KEYS` (old -> new): no command prints them.
 RETIRED_JSON_KEYS = {"cost_per_1k_tasks": "cost_per_1k_tasks_usd", "api_cost_per_1k_tasks": "api_cost_per_1k_tasks_usd",
                      "prices_per_gpu_hour_usd": "strong_usd_per_gpu_hour, weak_usd_per_gpu_hour", "output": "out",

@@ -62,14 +62,21 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def read_text(path) -> str:
+def read_text(path, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """A user's input file as text: UTF-8 (a leading BOM dropped), a regular file (a FIFO, a
-    device or a directory is refused at once, never waited on), at most :data:`MAX_INPUT_BYTES`.
-    Failures are ``OSError`` (the callers' one-line errors name the file) or ``UnicodeDecodeError``."""
-    return _read_bytes(path).decode("utf-8-sig")
+    device or a directory is refused at once, never waited on), at most ``max_bytes`` (the one
+    cap of every input: :data:`MAX_INPUT_BYTES`, or a reader's own smaller one), refused by its
+    size before any of it is read. Failures are ``OSError`` (the callers' one-line errors name
+    the file; ``errno.EFBIG`` for one too large, its text naming the cap) or ``UnicodeDecodeError``."""
+    return _read_bytes(path, max_bytes).decode("utf-8-sig")
 
 
-def _read_bytes(path) -> bytes:
+def _size(n: int) -> str:
+    """A cap in words: '16 MiB', '1024 MiB', '512 bytes'."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n:,} bytes"
+
+
+def _read_bytes(path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of :func:`read_text`, checked the same way."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:  # before fdopen: on a directory it fails itself, naming the descriptor, not the path
@@ -78,8 +85,8 @@ def _read_bytes(path) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        if st.st_size > MAX_INPUT_BYTES:
-            raise OSError(errno.EFBIG, f"larger than {MAX_INPUT_BYTES >> 20} MiB", str(path))
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"larger than {_size(max_bytes)}", str(path))
     except BaseException:
         os.close(fd)
         raise
@@ -134,6 +141,22 @@ def _bounded(f, path) -> bytes:
             raise OSError(errno.EFBIG, f"decompresses to more than {MAX_DECOMPRESSED_BYTES >> 20} MiB", str(path))
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def refuse_overwriting_input(path, inputs=(), name: str | None = None) -> None:
+    """ValueError, ``'<name>: refusing to overwrite an input file'``, where the output ``path``
+    is one of the files ``inputs`` (the same file by any name: a link, another spelling); the one
+    check of every writer (the CLI's outputs, :func:`costsim.api.report`). ``name``: the path as
+    the message shows it (default: ``path``)."""
+    for src in inputs:
+        if src is None:
+            continue
+        try:
+            same = os.path.samefile(path, src)
+        except (OSError, ValueError):  # either is not there (nothing to overwrite), or no valid path
+            same = False
+        if same:
+            raise ValueError(f"{path if name is None else name}: refusing to overwrite an input file")
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

@@ -8,8 +8,11 @@ own assumptions and notes. It opens offline: no script, no stylesheet, image or 
 
 Everything here is presentation. It computes no cost: every number is the result's, apart from
 predict's R_u/L_u curve, drawn by :mod:`costsim.formulas` at the result's own parameters (and
-drawn only where it reproduces the result's R_u and L_u at its p_u). Every string from the
-result is escaped (a trace name or a label is user text).
+drawn only where they are within predict's bounds and it reproduces the result's R_u and L_u at
+its p_u). Units are costsim's one rule (:func:`costsim.config.unit_of`), a plan's fleet and
+caveats the plan's own words. A result is held to :data:`SHAPES` before it is read (a value of
+the wrong type is refused, naming its key); every string from it is escaped, its control
+characters dropped (a trace name or a label is user text).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from contextlib import contextmanager
 
 #: The keys by which a result says which command made it (all must be there): kind -> keys.
 KINDS = {
@@ -44,12 +48,182 @@ def kind_of(data) -> str:
                      f"(expected an object with the keys of one of them: {expected})")
 
 
+# --- what a result's values must be ------------------------------------------------------------------
+
+
+class BadValue(ValueError):
+    """A value of a result that is not what its command writes (one line, naming its key)."""
+
+
+#: The deepest a result may nest (a command's --json: 5 levels at most).
+MAX_DEPTH = 32
+#: The most table cells (rows × columns) a page tabulates: a replay of 12 protocols has ~1,000.
+MAX_CELLS = 100_000
+#: The most points a figure draws, each with its tooltip (a plan's front has tens).
+MAX_POINTS = 400
+#: The most protocols capacity's figure draws a bar for.
+MAX_BARS = 40
+#: Control characters (tab and newline apart) and lone surrogates: never written into the page.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _text(x) -> str:
+    """``x`` as text without control characters (a NUL would be written raw into the page)."""
+    return _CONTROL.sub("", str(x))
+
+
+def clean(data, where: str = "", depth: int = 0):
+    """``data`` (a result, as JSON has it) with every text's control characters dropped, keys
+    included; :class:`BadValue` (one line, naming the key) for a number that is not a finite
+    one a float holds, or for nesting deeper than :data:`MAX_DEPTH`."""
+    if depth > MAX_DEPTH:
+        raise BadValue(f"nested more than {MAX_DEPTH} levels deep at `{where}` (a result is a few levels deep)")
+    if isinstance(data, dict):
+        return {_text(k): clean(v, f"{where}.{_text(k)}" if where else _text(k), depth + 1) for k, v in data.items()}
+    if isinstance(data, list):
+        return [clean(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(data)]
+    if isinstance(data, str):
+        return _text(data)
+    if isinstance(data, bool) or data is None:
+        return data
+    if isinstance(data, (int, float)):
+        try:
+            ok = math.isfinite(float(data))
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise BadValue(f"`{where}` is {_short(data)}: not a finite number")
+        return data
+    raise BadValue(f"`{where}` is a {type(data).__name__}, not a JSON value")
+
+
+def _short(v) -> str:
+    """A value as an error message shows it: short."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
+        return f"an integer of {len(str(abs(v)))} digits"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_IS = {"number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "string": lambda v: isinstance(v, str),
+       "boolean": lambda v: isinstance(v, bool), "object": lambda v: isinstance(v, dict),
+       "array": lambda v: isinstance(v, list), "null": lambda v: v is None}
+_A = {"number": "a number", "string": "text", "boolean": "true or false", "object": "an object", "array": "a list",
+      "null": "null"}
+
+
+def _point(at: str) -> dict:
+    """What the page reads of a plan point (plan's JSON ``point``) at ``at``."""
+    shape = {at: "object", f"{at}.protocol": "string|null", f"{at}.K": "number|null", f"{at}.api": "string|null",
+             f"{at}.fleet": "string|null", f"{at}.strong": "object|null", f"{at}.weak": "object|null"}
+    for role in ("strong", "weak"):
+        shape.update({f"{at}.{role}.device": "string|null", f"{at}.{role}.gpus_per_replica": "number|null",
+                      f"{at}.{role}.expert_parallel": "boolean|null"})
+    for k in ("strong_replicas", "weak_replicas", "fleet_gpus", "cost_per_1k_tasks_usd", "latency_p95_s",
+              "uncontended_latency_p95_s", "strong_batch", "weak_batch"):
+        shape[f"{at}.{k}"] = "number|null"
+    return shape
+
+
+def _simulated(at: str) -> dict:
+    """What the page reads of a plan confirmation's simulation at ``at``."""
+    shape = {at: "object", f"{at}.fleet": "string|null", f"{at}.note": "string|null", f"{at}.meets_target": "boolean|null",
+             f"{at}.simulated": "object|null", f"{at}.simulated.text": "string|null"}
+    for k in ("strong_replicas", "weak_replicas", "fleet_gpus", "cost_per_1k_tasks_usd", "latency_p95_s", "latency_p50_s",
+              "tasks_simulated", "grown"):
+        shape[f"{at}.{k}"] = "number|null"
+    return shape
+
+
+#: What the page reads of each kind, and what each must be: a path (keys by dots; ``[]``: each
+#: item of a list, ``{}``: each value of an object) -> its JSON types. A key that is absent is
+#: the page's to miss; one that is there must be of its type (a note as text would be shown a
+#: letter a line, a target of "ninety" drawn as a word).
+SHAPES = {
+    "predict": {
+        "p": "number", "K": "number", "R": "number", "L": "number", "verdict": "string", "sources": "object",
+        "sources{}": "string", "write_rate": "number|null", "v_over_d": "number|null",
+        "rho_per_rejection": "number|null", "kappa": "number|null", "break_even_kappa": "number|null",
+        "best_K": "number|null", "best_K_L": "number|null", "batch": "number|null", "tokens": "object|null",
+        "step_scales": "object|null", "roofline": "object|null", "roofline.L_time": "number|null",
+        "specagent_pays": "object|null", "specagent_pays.text": "string|null",
+        "strong_deployment": "object|string|null", "weak_deployment": "object|string|null",
+        "calibration": "string|null", "ratios_measure": "string|null", "paper_v_over_d": "object|null",
+        "paper_v_over_d.source": "string|null", "over_p_dist": "object|null", "over_p_dist.p_dist": "string|null",
+        "over_p_dist.assumption": "string|null",
+    },
+    "replay": {
+        "protocols": "object", "protocols{}": "object", "notes": "array", "notes[]": "string", "closed_form": "object",
+        "scenario": "object", "scenario.step_scales": "object|null", "scenario.step_scales.source": "string|null",
+        "closed_form.protocol": "string|null", "closed_form.method": "string|null",
+        "closed_form.assumption": "string|null", "closed_form.R": "number|null", "closed_form.L": "number|null",
+        "closed_form.renewal": "object|null", "closed_form.renewal.R": "number|null",
+        "closed_form.renewal.L": "number|null", "closed_form.renewal.assumption": "string|null",
+        "closed_form.exact": "object|null", "closed_form.exact{}": "object|string|null",
+    },
+    "capacity": {
+        "task_rate_per_s": "number", "latency_p95_target_s": "number", "protocols": "object", "protocols{}": "object",
+        "assumptions": "array", "assumptions[]": "string", "protocols{}.reason": "string|null",
+        "protocols{}.cost_note": "string|null", "protocols{}.specagent_pays": "object|null",
+        "protocols{}.specagent_pays.text": "string|null", "protocols{}.price_sources": "object|null",
+        "protocols{}.price_sources{}": "string|null", "protocols{}.meets_target": "boolean|null",
+        **{f"protocols{{}}.{k}": "number|null" for k in ("strong_usd_per_gpu_hour", "weak_usd_per_gpu_hour",
+                                                         "cost_per_1k_tasks_usd", "fleet_gpus", "strong_replicas",
+                                                         "weak_replicas", "latency_p95_s")},
+    },
+    "plan": {
+        "task_rate_per_s": "number", "latency_p95_target_s": "number", "front": "array", **_point("front[]"),
+        "prices": "object", "prices{}": "object", "prices{}.source": "string|null", "prices{}.date": "string|null",
+        "prices{}.age_days": "number|null", "prices{}.usd_per_gpu_hour": "number|null", "tasks": "number|null",
+        "engine": "string|null", "api": "object|null", "api.name": "string|null", "api.source": "string|null",
+        "api.date": "string|null", "why": "string|null", "specagent_pays": "object|null",
+        "specagent_pays.text": "string|null", "assumptions": "array|null", "assumptions[]": "string",
+        "confirmed": "array|null", "confirmed[]": "object", **_point("confirmed[].screen"),
+        **_simulated("confirmed[].simulated"), "recommended": "object|null", **_point("recommended.screen"),
+        **_simulated("recommended.simulated"),
+    },
+}
+
+
+def _at(data, path: str):
+    """``(where, value)`` of every value at ``path`` (:data:`SHAPES`' syntax) in ``data``."""
+    found = [("", data)]
+    for tok in re.findall(r"\[\]|\{\}|[^.\[\]{}]+", path):
+        nxt = []
+        for where, v in found:
+            if tok == "[]" and isinstance(v, list):
+                nxt += [(f"{where}[{i}]", x) for i, x in enumerate(v)]
+            elif tok == "{}" and isinstance(v, dict):
+                nxt += [(f"{where}.{k}" if where else k, x) for k, x in v.items()]
+            elif tok not in ("[]", "{}") and isinstance(v, dict) and tok in v:
+                nxt.append((f"{where}.{tok}" if where else tok, v[tok]))
+        found = nxt
+    return found
+
+
+def check(kind: str, data: dict) -> dict:
+    """``data``, the ``--json`` of the command ``kind``, cleaned (:func:`clean`) and held to
+    :data:`SHAPES`: :class:`BadValue` (one line, naming the key and what it must be) for a value
+    the page would misread."""
+    data = clean(data)
+    for path, types in SHAPES[kind].items():
+        for where, v in _at(data, path):
+            if not any(_IS[t](v) for t in types.split("|")):
+                want = " or ".join(_A[t] for t in types.split("|"))
+                raise BadValue(f"`{where}` must be {want}, got {_short(v)}")
+    return data
+
+
 # --- words and numbers ---------------------------------------------------------------------------
 
 
 def e(x) -> str:
-    """``x`` as HTML text (escaped: a result may hold user text)."""
-    return html.escape(str(x), quote=True)
+    """``x`` as HTML text: escaped (a result may hold user text), control characters dropped."""
+    return html.escape(_text(x), quote=True)
 
 
 def num(x) -> str:
@@ -76,27 +250,21 @@ def num(x) -> str:
     return str(x)
 
 
-def unit(key: str) -> str:
-    """The unit (or, for a ratio or a count, the meaning) of a JSON key, from costsim's one JSON
-    vocabulary (:data:`costsim.config.JSON_KEYS`, then the key's ending,
-    :data:`costsim.config.JSON_UNIT_ENDINGS`); '' for a key that names none (text)."""
-    from .config import JSON_KEYS, JSON_UNIT_ENDINGS
+def unit(key) -> str:
+    """The unit (or, for a ratio or a count, the meaning) of a key: a dotted path
+    ('cell.pool_rates_per_s.strong') or a tuple of keys, by costsim's one rule
+    (:func:`costsim.config.unit_of`)."""
+    from .config import unit_of
 
-    key = key.rsplit(".", 1)[-1]
-    if key in JSON_KEYS:
-        words = JSON_KEYS[key][1].removeprefix("a count: ").split(": ")[0]
-    else:
-        ends = [end for end in JSON_UNIT_ENDINGS if key.endswith(end)]
-        words = JSON_UNIT_ENDINGS[max(ends, key=len)] if ends else ""
-    return re.sub(r"\s*\([^()]*_[^()]*\)", "", words)  # a remark on key names ('_per_s') is not a unit
+    return unit_of(key)
 
 
 def value(key: str, v) -> str:
     """``v`` as HTML text: a number formatted (:func:`num`), a simulated estimate
     ``{"mean", "ci95"}`` as 'mean [lo, hi]', a list joined, text escaped."""
     if isinstance(v, dict) and set(v) == {"mean", "ci95"}:
-        lo, hi = (v["ci95"] or [None, None])[:2]
-        return f"<span class=est>{e(num(v['mean']))} <span class=ci>[{e(num(lo))}, {e(num(hi))}]</span></span>"
+        ci = v["ci95"] if isinstance(v["ci95"], list) and len(v["ci95"]) == 2 else [None, None]
+        return f"<span class=est>{e(num(v['mean']))} <span class=ci>[{e(num(ci[0]))}, {e(num(ci[1]))}]</span></span>"
     if isinstance(v, list):
         return e(", ".join(num(x) for x in v))
     return e(num(v))
@@ -180,50 +348,68 @@ def _svg(fig, tips: dict, prefix: str, label: str) -> str:
     s = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', s)
     s = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', s)
     s = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", s)
-    for gid, tip in tips.items():
-        s = s.replace(f'<g id="{prefix}{gid}">', f'<g id="{prefix}{gid}"><title>{e(tip)}</title>', 1)
+    titles = {f"{prefix}{gid}": tip for gid, tip in tips.items()}  # one pass over the SVG, whatever the points
+    s = re.sub(r'<g id="([^"]+)">', lambda m: m.group(0) + (f"<title>{e(titles.pop(m.group(1)))}</title>"
+                                                           if m.group(1) in titles else ""), s)
     s = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r'<svg \1', s, count=1)
     return s.replace("<svg ", f'<svg role="img" aria-label="{e(label)}" ', 1)
+
+
+@contextmanager
+def _quiet():
+    """No numeric warnings while a figure is drawn: a result's extreme (but finite) values
+    overflow matplotlib's scales, and the page draws what it can."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
 
 
-def _config(p: dict) -> str:
-    """A plan configuration (plan's JSON ``point``) in words: protocol, K, the replicas of each pool."""
-    parts = []
-    if p.get("strong"):
-        s = p["strong"]
-        parts.append(f"{num(p.get('strong_replicas'))}× strong ({num(s.get('gpus_per_replica'))}× {s.get('device')}"
-                     + (", EP" if s.get("expert_parallel") else "") + ")")
-    if p.get("api"):
-        parts.append(f"strong via the {p['api']} API")
-    if p.get("weak") and p.get("weak_replicas"):
-        w = p["weak"]
-        parts.append(f"{num(p.get('weak_replicas'))}× weak ({num(w.get('gpus_per_replica'))}× {w.get('device')})")
-    return f"{p.get('protocol')}" + (f" K={p['K']}" if p.get("K") else "") + ": " + " + ".join(parts)
+def _config(p: dict, fleet) -> str:
+    """A plan configuration in words: its protocol and K (of the plan point ``p``), and ``fleet``
+    as the plan says it (plan's JSON ``fleet``, :meth:`costsim.planner.space.Config.fleet`: the
+    point's own, or a confirmation's simulated one)."""
+    return f"{p.get('protocol')}" + (f" K={num(p['K'])}" if p.get("K") else "") + ": " + (fleet or "(no fleet recorded)")
 
 
-def plan_figure(d: dict) -> tuple[str, int]:
+def _drawn(points: list) -> list:
+    """The indices of ``points`` a figure draws: all, or :data:`MAX_POINTS` of them evenly spaced,
+    the first and the last among them."""
+    n = len(points)
+    if n <= MAX_POINTS:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (MAX_POINTS - 1)) for i in range(MAX_POINTS)})
+
+
+def plan_figure(d: dict) -> tuple[str, int, int]:
     """Plan's Pareto front (x: task latency p95 in s, y: USD per 1,000 tasks) as inline SVG: a
-    tooltip on every front point and every simulated confirmation, the recommendation a red
-    star, the target a dashed line. Also returns the number of front points drawn."""
+    tooltip on every front point drawn (:data:`MAX_POINTS` at most, evenly spaced) and every
+    simulated confirmation, the recommendation a red star, the target a dashed line. Also
+    returns the number of front points with a cost and a p95, and the number drawn."""
     from .figures.draw import COLORS, _plain_log, _plt
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.4, 5.0))
     tips = {}
-    front = [p for p in d["front"] if p.get("latency_p95_s") is not None and p.get("cost_per_1k_tasks_usd") is not None]
-    ax.plot([p["latency_p95_s"] for p in front], [p["cost_per_1k_tasks_usd"] for p in front], color="k", lw=1.0,
+    front = [(i, p) for i, p in enumerate(d["front"])
+             if p.get("latency_p95_s") is not None and p.get("cost_per_1k_tasks_usd") is not None]
+    drawn = [front[j] for j in _drawn(front)]
+    ax.plot([p["latency_p95_s"] for _, p in drawn], [p["cost_per_1k_tasks_usd"] for _, p in drawn], color="k", lw=1.0,
             marker="o", ms=7, mfc=COLORS[0], mec="k", zorder=2, label="Pareto front (screen)")
-    for i, p in enumerate(front):
+    for i, p in drawn:  # the gid is the point's row in the front table
         ax.plot([p["latency_p95_s"]], [p["cost_per_1k_tasks_usd"]], marker="o", ms=7, ls="", color=COLORS[0], mec="k",
                 zorder=3, gid=f"front-{i}")
-        tips[f"front-{i}"] = (f"{_config(p)}; {num(p.get('fleet_gpus'))} GPUs; USD {num(p['cost_per_1k_tasks_usd'])} per "
+        tips[f"front-{i}"] = (f"{_config(p, p.get('fleet'))}; {num(p.get('fleet_gpus'))} GPUs; USD {num(p['cost_per_1k_tasks_usd'])} per "
                               f"1,000 tasks; p95 {num(p['latency_p95_s'])} s (screen)")
     rec = d.get("recommended")
-    for i, c in enumerate(d.get("confirmed") or []):
+    for i, c in enumerate((d.get("confirmed") or [])[:MAX_POINTS]):
         s, r = c["screen"], c["simulated"]
         if r.get("cost_per_1k_tasks_usd") is None or r.get("latency_p95_s") is None:
             continue
@@ -232,19 +418,20 @@ def plan_figure(d: dict) -> tuple[str, int]:
                     color="0.5", lw=0.8, ls=":", zorder=1)
         ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="D", ms=7, mfc="none", mec="k", ls="",
                 zorder=4, gid=f"confirmed-{i}", label="confirmed by simulation" if i == 0 else None)
-        tips[f"confirmed-{i}"] = (f"{_config({**s, **r})}; {num(r.get('fleet_gpus'))} GPUs; USD "
+        tips[f"confirmed-{i}"] = (f"{_config(s, r.get('fleet'))}; {num(r.get('fleet_gpus'))} GPUs; USD "
                                   f"{num(r['cost_per_1k_tasks_usd'])} per 1,000 tasks; p95 {num(r['latency_p95_s'])} s "
-                                  f"(simulated; {'meets' if r.get('meets_target') else 'misses'} the target)")
-    if rec and rec["simulated"].get("cost_per_1k_tasks_usd") is not None:
+                                  f"(simulated; {'meets' if r.get('meets_target') else 'misses'} the target"
+                                  + (f"; {r['note']}" if r.get("note") else "") + ")")
+    if rec and rec["simulated"].get("cost_per_1k_tasks_usd") is not None and rec["simulated"].get("latency_p95_s") is not None:
         s, r = rec["screen"], rec["simulated"]
         ax.plot([r["latency_p95_s"]], [r["cost_per_1k_tasks_usd"]], marker="*", ms=18, color="#d62728", mec="k", ls="",
                 zorder=5, gid="recommended", label="recommended (simulated)")
-        tips["recommended"] = (f"recommended: {_config({**s, **r})}; {num(r.get('fleet_gpus'))} GPUs; USD "
+        tips["recommended"] = (f"recommended: {_config(s, r.get('fleet'))}; {num(r.get('fleet_gpus'))} GPUs; USD "
                                f"{num(r['cost_per_1k_tasks_usd'])} per 1,000 tasks; p95 {num(r['latency_p95_s'])} s "
-                               "(simulated)")
+                               "(simulated" + (f"; {r['note']}" if r.get("note") else "") + ")")
     target = d["latency_p95_target_s"]
     ax.axvline(target, color="0.4", ls="--", lw=1, label=f"target p95 {num(target)} s")
-    costs = [p["cost_per_1k_tasks_usd"] for p in front]
+    costs = [p["cost_per_1k_tasks_usd"] for _, p in drawn]
     if costs and min(costs) > 0 and max(costs) / min(costs) > 10:
         ax.set_yscale("log")
         _plain_log(ax)
@@ -254,15 +441,15 @@ def plan_figure(d: dict) -> tuple[str, int]:
     ax.set_ylabel("USD per 1,000 tasks (GPUs paid by the hour)")
     ax.set_title(f"costsim plan: {num(d['task_rate_per_s'])} tasks/s, p95 ≤ {num(target)} s", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _svg(fig, tips, "plan-", "Pareto front: USD per 1,000 tasks against task latency p95"), len(front)
+    return _svg(fig, tips, "plan-", "Pareto front: USD per 1,000 tasks against task latency p95"), len(front), len(drawn)
 
 
 def capacity_figure(d: dict) -> str | None:
-    """Capacity's cost per 1,000 tasks per protocol as horizontal bars (a tooltip on each);
-    None where no protocol has a cost."""
+    """Capacity's cost per 1,000 tasks per protocol as horizontal bars (a tooltip on each; the
+    first :data:`MAX_BARS` protocols); None where no protocol has a cost."""
     from .figures.draw import COLORS, _plt
 
-    P = d["protocols"]
+    P = dict(list(d["protocols"].items())[:MAX_BARS])
     names = [n for n in P if P[n].get("cost_per_1k_tasks_usd") is not None]
     if not names:
         return None
@@ -289,23 +476,51 @@ def capacity_figure(d: dict) -> str | None:
     return _svg(fig, tips, "cap-", "cost per 1,000 tasks per protocol")
 
 
+#: What predict's R_u and L_u are ratios of, by its ``ratios_measure``
+#: (:func:`costsim.prediction.ratios_measure`): (how, R_u's unit, L_u's unit).
+MEASURES = {"weight passes": ("pass counting", "strong weight passes / Strong-only", "wall time / Strong-only"),
+            "time": ("calibrated: in time", "strong replica time / Strong-only", "wall time / Strong-only")}
+
+
+def measure_of(d: dict) -> str:
+    """What a predict result's R and L measure (a key of :data:`MEASURES`): its own
+    ``ratios_measure``, or, for a result written before it said so, the same rule applied to its
+    sources (:func:`costsim.prediction.ratios_measure`)."""
+    from .prediction import ratios_measure
+
+    m = d.get("ratios_measure") or ratios_measure(d["sources"])
+    if m not in MEASURES:
+        raise BadValue(f"`ratios_measure` must be one of {', '.join(map(repr, MEASURES))}, got {_short(m)}")
+    return m
+
+
 def predict_curve(d: dict) -> tuple[str | None, str]:
     """R_u and L_u against p_u (:mod:`costsim.formulas`, the form predict reports: the paper's,
     or the renewal form with a write rate) at the result's K, v/d, repair per rejection and
-    kappa, its p_u marked; ``(None, why)`` where the curve does not reproduce the result's R_u
-    and L_u at its p_u (then it is not predict's curve, and is not drawn)."""
+    kappa, its p_u marked; ``(None, why)`` where the result's inputs are out of predict's bounds
+    (:func:`costsim.prediction.check_closed_form`: a K of 10^6 would take gigabytes), or where
+    the curve does not reproduce the result's R_u and L_u at its p_u (then it is not predict's
+    curve). Neither is drawn then."""
     import numpy as np
 
     from . import formulas
     from .figures.draw import COLORS, _plt
+    from .prediction import check_closed_form
 
-    K, vd, rho, kappa, p0 = d["K"], d["v_over_d"], d["rho_per_rejection"], d["kappa"], d["p"]
+    K, vd, rho, kappa, p0, q = (d.get(k) for k in ("K", "v_over_d", "rho_per_rejection", "kappa", "p", "write_rate"))
+    try:
+        check_closed_form(p0, K, q, name=str)
+        for k, v in (("v_over_d", vd), ("rho_per_rejection", rho), ("kappa", kappa)):
+            if not _IS["number"](v) or v < 0:
+                raise ValueError(f"{k} must be a number >= 0, got {_short(v)}")
+    except ValueError as why:
+        return None, f"no curve is drawn: this result's inputs are out of predict's bounds ({why})"
     ps = np.linspace(0.0, 1.0, 101)
 
     def ratios(p):
-        if d.get("write_rate") is None:
+        if q is None:
             return formulas.R_and_L(p, K, vd, rho, kappa)
-        rr = formulas.renewal_ratios(p, *formulas.chunk_length_pmf_write_rate(d["write_rate"], K), vd, rho, kappa)
+        rr = formulas.renewal_ratios(p, *formulas.chunk_length_pmf_write_rate(q, K), vd, rho, kappa)
         return rr["R"], rr["L"]
 
     with np.errstate(all="ignore"):
@@ -314,10 +529,11 @@ def predict_curve(d: dict) -> tuple[str | None, str]:
     if not (math.isclose(R0, d["R"], rel_tol=1e-9) and math.isclose(L0, d["L"], rel_tol=1e-9)):
         return None, (f"the closed form at this result's parameters gives R_u = {num(R0)}, L_u = {num(L0)} at p_u = "
                       f"{num(p0)}, not the result's {num(d['R'])} and {num(d['L'])}: no curve is drawn")
+    _, r_unit, l_unit = MEASURES[measure_of(d)]
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.6, 4.4))
-    ax.plot(ps, R, color=COLORS[0], lw=1.6, label="R_u: strong weight passes / Strong-only", gid="curve-R")
-    ax.plot(ps, L, color=COLORS[1], lw=1.6, label="L_u: wall time / Strong-only", gid="curve-L")
+    ax.plot(ps, R, color=COLORS[0], lw=1.6, label=f"R_u: {r_unit}", gid="curve-R")
+    ax.plot(ps, L, color=COLORS[1], lw=1.6, label=f"L_u: {l_unit}", gid="curve-L")
     ax.axhline(1.0, color="0.4", ls="--", lw=1, label="Strong-only (1)")
     ax.axvline(p0, color="0.6", ls=":", lw=1)
     ax.plot([p0], [d["R"]], marker="o", ms=8, color=COLORS[0], mec="k", ls="", gid="this-R")
@@ -330,8 +546,8 @@ def predict_curve(d: dict) -> tuple[str | None, str]:
     ax.set_ylabel("ratio to Strong-only, per committed step")
     ax.set_xlim(0, 1)
     ax.set_ylim(bottom=0)
-    ax.set_title(f"R_u and L_u against p_u (K = {K}" + (f", write rate {num(d['write_rate'])}" if d.get("write_rate")
-                                                       is not None else "") + ")", fontsize=10)
+    ax.set_title(f"R_u and L_u against p_u (K = {K}" + (f", write rate {num(q)}" if q is not None else "") + ")",
+                 fontsize=10)
     ax.legend(loc="upper right", frameon=False)
     return _svg(fig, tips, "pred-", "R_u and L_u against p_u"), ""
 
@@ -373,9 +589,10 @@ def _predict(d: dict) -> dict:
 
     pays = d.get("specagent_pays") or {}
     rf = d.get("roofline") or {}
+    how, r_unit, l_unit = MEASURES[measure_of(d)]  # the result says what its R and L measure
     verdict = _quote(d["verdict"]) + _cards([
-        ("R_u (pass counting)", e(num(d["R"])), "strong weight passes / Strong-only"),
-        ("L_u (pass counting)", e(num(d["L"])), "wall time / Strong-only"),
+        (f"R_u ({how})", e(num(d["R"])), r_unit),
+        (f"L_u ({how})", e(num(d["L"])), l_unit),
         ("L in time (roofline)", e(num(rf.get("L_time"))), "wall time / Strong-only"),
         ("kappa", e(num(d.get("kappa"))), "weak step time / strong step time"),
         ("break-even kappa", e(num(d.get("break_even_kappa"))), "the kappa at which L_u = 1"),
@@ -385,7 +602,10 @@ def _predict(d: dict) -> dict:
             "calibration_workload", "paper_v_over_d", "specagent_pays.text", "over_p_dist"}
     flat = _flat(d, skip)
     figures = [(k, v) for k, v in flat.items() if v is None or _is_number(v) or isinstance(v, (str, bool))]
-    tables = "<h3>Every figure of the result</h3>" + _table(["quantity", "value", "unit / meaning"], _key_rows(figures))
+    _cells_at_most(len(figures) * 3)
+    own = {"R": r_unit, "L": l_unit}  # R's and L's units are what this result's ratios measure
+    rows = [[f"<code>{e(k)}</code>", value(k, v), e(own.get(k) or unit(k))] for k, v in figures]
+    tables = "<h3>Every figure of the result</h3>" + _table(["quantity", "value", "unit / meaning"], rows)
 
     notes, extra = [], ""
     pv = d.get("paper_v_over_d")
@@ -405,12 +625,20 @@ def _predict(d: dict) -> dict:
         notes.append(f"calibration: {d['calibration']}")
     if pays.get("text") and pays.get("text") != d["verdict"]:
         notes.append(pays["text"])
-    svg, why = predict_curve(d)
+    with _quiet():
+        svg, why = predict_curve(d)
     figure = (_figure(svg, "R_u and L_u by the closed form (costsim.formulas, the form predict reports) at this "
                            "result's K, v/d, repair per rejection and kappa, against p_u; the result's p_u marked "
                            "(hover a point for its values).") if svg else f"<p>{e(why)}</p>")
     return {"title": f"p_u = {num(d['p'])}, K = {num(d['K'])}", "verdict": verdict, "figure": figure,
             "tables": tables, "inputs": inputs, "notes": notes, "extra": extra, "p_note": _p_note(d["p"])}
+
+
+def _cells_at_most(n: int) -> None:
+    """:class:`BadValue` where a table would have more than :data:`MAX_CELLS` cells."""
+    if n > MAX_CELLS:
+        raise BadValue(f"its tables would hold {n:,} cells, more than the {MAX_CELLS:,} a page shows (a command's "
+                       "result holds a few thousand)")
 
 
 def _replay(d: dict) -> dict:
@@ -429,6 +657,7 @@ def _replay(d: dict) -> dict:
                            e(scales.get("source", NO_SOURCE))])
     verdict = _sentences(d["notes"]) if d["notes"] else "<p>The result holds no notes.</p>"
     metrics = list(dict.fromkeys(m for n in names for m in P[n]))
+    _cells_at_most(len(metrics) * (len(names) + 2))
     rows, zero = [], []
     for m in metrics:
         cells = [P[n].get(m) for n in names]
@@ -495,14 +724,18 @@ def _capacity(d: dict) -> dict:
         ]) + "".join(_quote(w) for w in words))
     flat = {n: _flat(P[n], _CAPACITY_WORDS) for n in names}
     keys = list(dict.fromkeys(k for n in names for k in flat[n]))
+    _cells_at_most(len(keys) * (len(names) + 2))
     rows = [[f"<code>{e(k)}</code>", e(unit(k))] + [value(k, flat[n].get(k)) for n in names] for k in keys]
     tables = ("<h3>Per protocol</h3>" + _table(["quantity", "unit / meaning"] + [e(n) for n in names], rows)
               + "<h3>The strong replica</h3>"
               + _table(["quantity", "value", "unit / meaning"],
                        _key_rows((k, d.get(k)) for k in ("balance_batch", "balance_context_tokens", "kv_limit_sequences",
                                                          "kv_pool_bytes") if k in d)))
-    svg = capacity_figure(d)
-    figure = (_figure(svg, "Cost per 1,000 tasks of each protocol's fleet (hover a bar for its fleet and latency).")
+    with _quiet():
+        svg = capacity_figure(d)
+    more = (f" The first {MAX_BARS} of its {num(len(names))} protocols are drawn; the table below holds all."
+            if len(names) > MAX_BARS else "")
+    figure = (_figure(svg, "Cost per 1,000 tasks of each protocol's fleet (hover a bar for its fleet and latency)." + more)
               if svg else "<p>No protocol has a cost per 1,000 tasks (none meets the target): no figure.</p>")
     return {"title": f"{num(d['task_rate_per_s'])} tasks/s, p95 ≤ {num(d['latency_p95_target_s'])} s",
             "verdict": "".join(parts), "figure": figure, "tables": tables, "inputs": inputs,
@@ -538,7 +771,10 @@ def _plan(d: dict) -> dict:
     rec = d.get("recommended")
     if rec:
         s, r = rec["screen"], rec["simulated"]
-        verdict = (f"<p class=rec>Recommended: <b>{e(_config({**s, **r}))}</b></p>" + _cards([
+        cell = (r.get("simulated") or {}).get("text")
+        verdict = (f"<p class=rec>Recommended: <b>{e(_config(s, r.get('fleet')))}</b></p>"
+                   + (f"<p>Simulated: {e(num(r.get('tasks_simulated')))} tasks over {e(cell)}.</p>" if cell else "")
+                   + (f"<p><b>Caveat:</b> {e(r['note'])}.</p>" if r.get("note") else "") + _cards([
             ("cost (simulated)", e(num(r.get("cost_per_1k_tasks_usd"))), "USD per 1,000 tasks"),
             ("latency p95 (simulated)", e(num(r.get("latency_p95_s"))), f"s; target {num(d['latency_p95_target_s'])} s"),
             ("fleet", e(num(r.get("fleet_gpus"))), "GPUs"),
@@ -550,22 +786,31 @@ def _plan(d: dict) -> dict:
     pays = d.get("specagent_pays") or {}
     if pays.get("text"):
         verdict += _quote(pays["text"])
-    front_rows = [[e(p.get("protocol")), e(num(p.get("K"))), e(_pool(p, "strong")), e(_pool(p, "weak")), e(p.get("api") or "—")]
-                  + [value(k, p.get(k)) for k in _FRONT] for p in d["front"]]
+    _cells_at_most(len(d["front"]) * (len(_FRONT) + 6) + len(d.get("confirmed") or []) * (len(_SIMULATED) + 5))
+    front_rows = [[e(p.get("protocol")), e(num(p.get("K"))), e(p.get("fleet") or "—"), e(_pool(p, "strong")),
+                   e(_pool(p, "weak")), e(p.get("api") or "—")] + [value(k, p.get(k)) for k in _FRONT] for p in d["front"]]
     tables = ("<h3>The Pareto front (the screen's estimates)</h3>"
-              + _table(["protocol", "K", "strong replica", "weak replica", "API"] + [_col(k) for k in _FRONT], front_rows))
+              + _table(["protocol", "K", "fleet", "strong replica", "weak replica", "API"] + [_col(k) for k in _FRONT],
+                       front_rows))
     conf = d.get("confirmed") or []
     if conf:
-        rows = [[e(_config({**c["screen"], **c["simulated"]})), value("cost_per_1k_tasks_usd", c["screen"].get("cost_per_1k_tasks_usd")),
-                 value("latency_p95_s", c["screen"].get("latency_p95_s"))] + [value(k, c["simulated"].get(k)) for k in _SIMULATED]
+        rows = [[e(_config(c["screen"], c["simulated"].get("fleet"))),
+                 value("cost_per_1k_tasks_usd", c["screen"].get("cost_per_1k_tasks_usd")),
+                 value("latency_p95_s", c["screen"].get("latency_p95_s"))]
+                + [value(k, c["simulated"].get(k)) for k in _SIMULATED]
+                + [e((c["simulated"].get("simulated") or {}).get("text") or "—"), e(c["simulated"].get("note") or "—")]
                 for c in conf]
         tables += ("<h3>Confirmed by simulation</h3>"
                    + _table(["configuration (simulated fleet)", "screen: " + _col("cost_per_1k_tasks_usd"),
-                             "screen: " + _col("latency_p95_s")] + ["simulated: " + _col(k) for k in _SIMULATED], rows))
+                             "screen: " + _col("latency_p95_s")] + ["simulated: " + _col(k) for k in _SIMULATED]
+                            + ["the cell simulated", "caveat"], rows))
     tables += "<h3>The search</h3>" + _table(["quantity", "value", "unit / meaning"], _key_rows(
         (k, d.get(k)) for k in ("configurations", "feasible_configurations", "tasks", "elapsed_s") if k in d))
-    svg, n = plan_figure(d)
-    figure = _figure(svg, f"The Pareto front of the screen ({n} configurations: cost per 1,000 tasks against task "
+    with _quiet():
+        svg, n, drawn = plan_figure(d)
+    shown = (f"{num(n)} configurations" if drawn == n else
+             f"{num(drawn)} of its {num(n)} configurations drawn, evenly spaced along it; the table below holds all")
+    figure = _figure(svg, f"The Pareto front of the screen ({shown}: cost per 1,000 tasks against task "
                           "latency p95), each simulated confirmation (◇) joined to its screen estimate, the "
                           "recommendation (★). Hover a point for its configuration, cost and latency.")
     return {"title": f"{num(d['task_rate_per_s'])} tasks/s, p95 ≤ {num(d['latency_p95_target_s'])} s",
@@ -623,10 +868,11 @@ def page(kind: str, data: dict, validation: list[dict], *, warnings=(), source: 
     """The HTML page of ``data``, the ``--json`` of the command ``kind`` (:func:`kind_of`);
     ``validation``: the roofline's errors per group (``costsim.api.roofline_validate()["summary"]``);
     ``warnings``: what the command said on stderr, where known; ``source``: the file's name.
-    One self-contained page: inline CSS and SVG, no script, nothing to fetch."""
+    One self-contained page: inline CSS and SVG, no script, nothing to fetch. ``data`` is held
+    to :func:`check` first (:class:`BadValue`, one line, for a value the page would misread)."""
     if kind not in _BUILD:
         raise ValueError(f"unknown kind {kind!r}: one of {', '.join(_BUILD)}")
-    part = _BUILD[kind](data)
+    part = _BUILD[kind](check(kind, data))
     command = COMMANDS[kind]
     val_rows = [[e("hold-out" if v.get("split") == "holdout" else v.get("split")), e(v.get("group")), e(num(v.get("cases"))),
                  e(f"{v['median_abs_error']:.0%}" if isinstance(v.get("median_abs_error"), (int, float)) else "—"),

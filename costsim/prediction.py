@@ -26,21 +26,57 @@ from .sizing import deployments
 BEST_K_SEARCH = 64
 
 
+#: The flag each input of the closed form is given by (the others: ``--`` and the name, dashed).
+_FLAGS = {"p": "--p-accept"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def check_closed_form(p, K, write_rate=None, ratios=None, name=_flag) -> None:
+    """ValueError (one line) unless the closed form's inputs are within predict's bounds: ``p``
+    in [0, 1], ``K`` a whole number of steps in [1, MAX_K] (:func:`costsim.formulas.check_K`),
+    ``write_rate`` none or in (0, 1], and each of ``ratios`` (v/d, rho, kappa: name -> value or
+    None) a finite number in [0, MAX_RATIO]. ``name``: how the message names an input (by
+    default its flag). What predict refuses, and what `costsim report` checks before drawing a
+    result's curve."""
+    import numbers
+
+    def real(v):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+    if not (real(p) and 0.0 <= p <= 1.0):
+        raise ValueError(f"{name('p')} must be in [0, 1], got {p}")
+    formulas.check_K(K, name("K"))
+    if write_rate is not None and not (real(write_rate) and 0.0 < write_rate <= 1.0):
+        raise ValueError(f"{name('write_rate')} must be in (0, 1], got {write_rate}")
+    for k, v in (ratios or {}).items():
+        if v is not None and not (real(v) and np.isfinite(v) and v >= 0):
+            raise ValueError(f"{name(k)} must be a finite number >= 0, got {v}")
+        if v is not None and v > MAX_RATIO:
+            raise ValueError(f"{name(k)} must be at most {MAX_RATIO:g}, got {v:g}")
+
+
+def ratios_measure(sources: dict) -> str:
+    """What predict's R and L measure, by the sources of its v/d and rho (``sources``: name ->
+    where each came from): 'time' where a calibration measured either (R in strong replica
+    time), else 'weight passes' (the paper's pass counting). The one rule; the result says it
+    as ``ratios_measure``."""
+    measured = any(str(sources.get(k, "")).startswith("calibration") for k in ("v_over_d", "rho"))
+    return "time" if measured else "weight passes"
+
+
 def _validate(p, K, write_rate, batch, steps, overrides):
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"--p-accept must be in [0, 1], got {p}")
-    formulas.check_K(K)
-    if write_rate is not None and not 0.0 < write_rate <= 1.0:
-        raise ValueError(f"--write-rate must be in (0, 1], got {write_rate}")
+    ratios = ("v_over_d", "rho", "kappa")
+    check_closed_form(p, K, write_rate, {k: overrides.get(k) for k in ratios})
     if batch < 1:
         raise ValueError(f"--batch must be >= 1, got {batch}")
     if not (np.isfinite(steps) and 0 < steps <= MAX_STEPS):
         raise ValueError(f"--steps must be a finite number in (0, {MAX_STEPS:g}], got {steps}")
     for k, v in overrides.items():
-        if v is not None and not (np.isfinite(v) and v >= 0):
+        if k not in ratios and v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"--{k.replace('_', '-')} must be a finite number >= 0, got {v}")
-        if k in ("v_over_d", "rho", "kappa") and v is not None and v > MAX_RATIO:
-            raise ValueError(f"--{k.replace('_', '-')} must be at most {MAX_RATIO:g}, got {v:g}")
     if overrides.get("step_tokens") is not None and overrides["step_tokens"] < 1:  # it divides
         raise ValueError(f"--step-tokens must be at least 1 token (a step decodes something), got {overrides['step_tokens']}")
     # Upper bounds on what sizes a call, as simulate's: far past any real agent, and short of
@@ -228,6 +264,7 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
         "step_scales": scale,
         "sources": src,
         "calibration": cal.path if cal else None,
+        "ratios_measure": ratios_measure(src),
         "calibration_workload": (cal.raw.get("workload") if cal and isinstance(cal.raw.get("workload"), dict) else None),
     }
     # The one verdict (costsim.payoff): in time at this batch, the roofline's ratios where the user

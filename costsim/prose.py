@@ -429,15 +429,19 @@ def cost_model_twin() -> str:
 
 
 def api_json_vocabulary() -> str:
-    """The JSON vocabulary (costsim.config): unit endings, then every key declared."""
-    from .config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS
+    """The JSON vocabulary (costsim.config, read by its one rule :func:`costsim.config.unit_of`):
+    unit endings, then every key declared with its unit."""
+    from .config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS, unit_of
 
-    lines = ["A number's key ends in its unit:", ""]
+    lines = ["A number's key ends in its unit (`costsim.config.unit_of` reads it; the longest ending that "
+             "matches, and a `_per_` ending composes with the quantity before it: `wall_s_per_step` is "
+             f"{unit_of('wall_s_per_step')}, `strong_calls_per_task` {unit_of('strong_calls_per_task')}):", ""]
     lines += [f"- `{e}`: {u}" for e, u in JSON_UNIT_ENDINGS.items()]
     lines += ["", "or is one of these (the keys inside an object of a key with a unit take its unit: "
-              + ", ".join(f"`{k}`" for k in JSON_INHERIT) + ", a GPU count):", "",
-              "| key | JSON type | unit and meaning |", "|---|---|---|"]
-    lines += [f"| `{k}` | {t.replace('|', ' or ')} | {m} |" for k, (t, m) in sorted(JSON_KEYS.items(), key=lambda x: x[0].lower())]
+              + ", ".join(f"`{k}`" for k in JSON_INHERIT) + ", a digit: a list index or a GPU count):", "",
+              "| key | JSON type | unit | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{k}` | {t.replace('|', ' or ')} | {'' if unit_of(k) == m else unit_of(k)} | {m} |"
+              for k, (t, m) in sorted(JSON_KEYS.items(), key=lambda x: x[0].lower())]
     return "\n".join(lines) + "\n"
 
 

@@ -246,22 +246,21 @@ def measure(capsys, conversations, weak, strong, out, *extra):
     return json.loads(stdout), err
 
 
-def unitless(obj, parent="", found=None):
-    """Numeric keys of a JSON document that name no unit (the vocabulary of tests/test_cli.py)."""
-    from costsim.config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS
+def unitless(obj, path=(), found=None):
+    """Numeric keys of a JSON document that name no unit (costsim's one rule,
+    :func:`costsim.config.unit_of`, which tests/test_cli.py holds every command to)."""
+    from costsim.config import unit_of
 
     found = set() if found is None else found
-    has_unit = lambda k: k in JSON_KEYS or k.endswith(tuple(JSON_UNIT_ENDINGS))  # noqa: E731
     if isinstance(obj, dict):
         for k, v in obj.items():
             number = (isinstance(v, (int, float)) and not isinstance(v, bool)) or (isinstance(v, dict) and set(v) == {"mean", "ci95"})
-            inherits = k in JSON_INHERIT
-            if number and not has_unit(k) and not (inherits and has_unit(parent)):
-                found.add(f"{parent}.{k}")
-            unitless(v, parent if inherits else k, found)
+            if number and not unit_of((*path, k)):
+                found.add(".".join((*path, k)))
+            unitless(v, (*path, k), found)
     elif isinstance(obj, list):
-        for v in obj:
-            unitless(v, parent, found)
+        for i, v in enumerate(obj):
+            unitless(v, (*path, str(i)), found)
     return found
 
 

@@ -150,15 +150,12 @@ def test_a_renamed_flag_keeps_its_old_spelling_for_one_release_with_a_warning(ca
     assert "deprecated" not in capsys.readouterr().err
 
 
-def _keys(obj, out: dict, parent="", unitless=None) -> dict:
+def _keys(obj, out: dict, path=(), unitless=None) -> dict:
     """Every key of a JSON document with the JSON types it holds: key -> {types}; numeric keys
-    that neither :data:`~costsim.config.JSON_KEYS` declares nor name a unit (by their ending, or
-    inside an object whose key does) go into ``unitless``. A profile's ``sources`` table (field
-    name -> where its value comes from) holds no values of its own."""
-    from costsim.config import JSON_INHERIT, JSON_KEYS, JSON_UNIT_ENDINGS
-
-    def has_unit(k):
-        return k in JSON_KEYS or k.endswith(tuple(JSON_UNIT_ENDINGS))
+    that name no unit by costsim's one rule (:func:`costsim.config.unit_of`: declared, by their
+    ending, or inside an object whose key names one) go into ``unitless``. A profile's
+    ``sources`` table (field name -> where its value comes from) holds no values of its own."""
+    from costsim.config import unit_of
 
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -168,14 +165,13 @@ def _keys(obj, out: dict, parent="", unitless=None) -> dict:
                  if isinstance(v, list) else "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
                  else "string")
             out.setdefault(k, set()).add(t)
-            inherits = k in JSON_INHERIT or k.isdigit()
-            if t == "number" and unitless is not None and not has_unit(k) and not (inherits and has_unit(parent)):
-                unitless.add(f"{parent}.{k}")
+            if t == "number" and unitless is not None and not unit_of((*path, k)):
+                unitless.add(".".join((*path, k)))
             if k != "sources":
-                _keys(v, out, parent if inherits else k, unitless)
+                _keys(v, out, (*path, k), unitless)
     elif isinstance(obj, list):
-        for v in obj:
-            _keys(v, out, parent, unitless)
+        for i, v in enumerate(obj):
+            _keys(v, out, (*path, str(i)), unitless)
     return out
 
 

@@ -484,6 +484,10 @@ def test_a_confirmation_at_a_high_rate_is_steady_and_simulates_one_cell():
     assert cell["task_rate_per_cell"] == pytest.approx(100.0 / cell["cells"])
     # steady by capacity's rule: arrivals span 3 of the run's own p95 (a cell's p95 is the fleet's)
     assert cell["tasks"] / cell["task_rate_per_cell"] >= 3 * r["latency_p95_s"] and r["tasks_simulated"] == cell["tasks"]
+    # the cell in words, once (the CLI and the report read it), and no caveat on a steady run
+    assert cell["text"] == (f"one of {cell['cells']} cells ({cell['strong_replicas']} strong + {cell['weak_replicas']} weak) "
+                            f"at {cell['task_rate_per_cell']:.3g} tasks/s")
+    assert r["note"] is None
 
 
 def test_plan_takes_a_fitted_distribution_of_p_u():
@@ -496,3 +500,35 @@ def test_plan_takes_a_fitted_distribution_of_p_u():
     assert any(a.startswith("p_u: the screen at the mean of beta:8,2") for a in res["assumptions"])
     with pytest.raises(ValueError, match="expected beta:a,b"):
         api.plan(2.0, latency_p95="120s", devices="h20", K="6", p_dist="markov:0.9,0.5,0.1,0.1", confirm=1)
+
+
+def test_every_plan_point_says_its_fleet_in_one_wording():
+    """Before 2026-12-03 four places put a fleet in words, differing ('2x strong' in the CLI,
+    '2× strong' in the report and the what-if page): now Config.fleet, in the JSON as 'fleet'."""
+    from costsim import api
+    from costsim.cli.plan_cmd import render
+
+    res = api.plan(1.0, latency_p95="90s", devices="h200,b200", K="2", tasks=30, confirm=1)
+    d = res.to_dict()
+    points = [*d["front"], *(c["screen"] for c in d["confirmed"]), d["recommended"]["screen"]]
+    for s, p in zip(res.data["front"], d["front"]):
+        assert p["fleet"] == s.config.fleet(s.strong_replicas, s.weak_replicas)
+    for p in points:
+        dev = p["strong"]["device"]
+        assert p["fleet"] == (f"{p['strong_replicas']}× strong ({p['strong']['gpus_per_replica']}× {dev})"
+                              + (f" + {p['weak_replicas']}× weak ({p['weak']['gpus_per_replica']}× {p['weak']['device']})"
+                                 if p["weak"] else ""))
+    r = d["recommended"]["simulated"]
+    assert r["fleet"].startswith(f"{r['strong_replicas']}× strong (") and r["note"] is None
+    text = render(res.data)
+    for p in d["front"]:
+        assert p["fleet"] in text
+    assert f"Recommended: specagent K=2, {r['fleet']}: " in text and r["simulated"]["text"] in text
+    assert "x strong" not in text
+    # a configuration describes itself with the same words, no replica counts
+    c = res.data["front"][0].config
+    assert c.describe() == f"specagent K=2: strong ({c.strong.n_devices}× {c.strong.device.name}) + weak (1× {c.weak.device.name})"
+    # a pool of none is left out; an API says where the strong model runs
+    from dataclasses import replace
+    assert replace(c, strong=None, api="qwen3.5-397b-a17b").fleet(0, 3) == (
+        f"strong via the qwen3.5-397b-a17b API + 3× weak (1× {c.weak.device.name})")

@@ -69,6 +69,35 @@ def test_predict_calibration_file(tmp_path, capsys):
     assert code == 2 and "ratios.kapa is not a ratio costsim reads" in err
 
 
+def test_the_result_says_what_its_ratios_measure_and_the_text_reads_it(tmp_path, capsys):
+    """Before 2026-12-03 the rule (a calibrated v/d or rho puts R_u in time) lived in the text
+    alone, and the report labelled a calibrated R_u in weight passes."""
+    cal = tmp_path / "calib.toml"
+    assert run_json(capsys, "predict", "-p", "0.8", "--K", "6")["ratios_measure"] == "weight passes"
+    for ratios, measure in (("v_over_d = 0.05", "time"), ("rho = 1.2", "time"), ("kappa = 0.25", "weight passes")):
+        cal.write_text(f"[ratios]\n{ratios}\n")
+        assert run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))["ratios_measure"] == measure
+        code, out, err = run("predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))
+        assert code == 0, err
+        in_time = "R_u  strong replica time / Strong-only" in out
+        assert in_time == (measure == "time") and ("strong weight passes" in out) == (measure != "time")
+
+
+def test_the_closed_forms_bounds_are_one_check():
+    from costsim.prediction import check_closed_form, predict
+
+    with pytest.raises(ValueError, match=r"^--K must be an integer in \[1, 1024\], got 2000$"):
+        predict(0.8, 2000)
+    with pytest.raises(ValueError, match=r"^--write-rate must be in \(0, 1\], got 2$"):
+        predict(0.8, 6, write_rate=2)
+    with pytest.raises(ValueError, match=r"^--kappa must be at most 1000, got 2000$"):
+        predict(0.8, 6, kappa=2000.0)
+    with pytest.raises(ValueError, match=r"^K must be an integer in \[1, 1024\], got 10000000$"):
+        check_closed_form(0.8, 10**7, 0.1, name=str)  # the report's words: the result's keys
+    with pytest.raises(ValueError, match=r"^p must be in \[0, 1\], got ninety$"):
+        check_closed_form("ninety", 6, name=str)
+
+
 def test_predict_text_names_units_and_sources():
     code, out, err = run("predict", "--p-accept", "0.8", "--K", "6")
     assert code == 0, err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from costsim import api
+from costsim import api, html_report
 from costsim.cli.main import main
 from costsim.html_report import KINDS, kind_of, num
 
@@ -114,6 +114,20 @@ def test_every_page_parses_and_references_nothing_outside(pages, kind):
     assert "<style>" in text and 'id="uncertain"' in text and 'id="inputs"' in text
 
 
+def _section(text: str, sid: str) -> str:
+    """The HTML of the page's section ``sid``."""
+    return text[text.index(f'<section id="{sid}">'):].split("</section>", 1)[0]
+
+
+def _rows(html_text: str) -> dict:
+    """The rows of the tables in ``html_text`` whose first cell is a key: key -> the other cells (text)."""
+    out = {}
+    for key, rest in re.findall(r"<tr><td><code>([^<]*)</code>[^<]*</td>(.*?)</tr>", html_text):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", rest)]
+        out.setdefault(html.unescape(key), [html.unescape(c) for c in cells])
+    return out
+
+
 def test_predict_page_has_its_verdict_numbers_sources_and_curve(results, pages):
     r, text = results["predict"], pages["predict"]
     assert html.escape(r["verdict"]) in text
@@ -127,6 +141,65 @@ def test_predict_page_has_its_verdict_numbers_sources_and_curve(results, pages):
     assert f'<g id="pred-this-L"><title>this result: p_u = 0.8, L_u = {r["L"]:.4g}</title>' in text
     assert f'<g id="pred-this-R"><title>this result: p_u = 0.8, R_u = {r["R"]:.4g}</title>' in text
     assert "costsim acceptance" in text
+
+
+def test_predict_page_shows_each_input_with_its_value_and_unit(results, pages):
+    # Before 2026-12-03 every input's value could read "0" and 31 tests passed.
+    r, inputs = results["predict"], _rows(_section(pages["predict"], "inputs"))
+    expected = {"p": "0.8", "K": "6", "step_tokens": "418", "obs_tokens": "181", "context_tokens": "8,219",
+                "verdict_tokens": "24", "rho": "1", "v_over_d": "0.05981", "strong_step_scale": "1",
+                "weak_step_scale": "1", "correction_rate": "0", "correction_rho": "1.5", "batch": "16",
+                "kappa": f"{r['kappa']:.4g}"}
+    assert set(expected) <= set(inputs), set(expected) - set(inputs)
+    for k, shown in expected.items():
+        assert inputs[k][0] == shown, (k, inputs[k])
+    assert inputs["p"][1] == "the per-step acceptance rate p_u, a probability"
+    assert inputs["context_tokens"][1] == "tokens" and inputs["K"][1] == "chunk size, steps"
+    assert inputs["strong_deployment"][0] == "qwen3.5-397b-a17b on 8× h20, fp8 weights, vllm"
+
+
+def test_a_result_out_of_predicts_bounds_draws_no_curve_at_once(results):
+    """Before 2026-12-03 the curve was computed at the file's own K: K = 10^6 with a write rate
+    took 22 s and 2.5 GB, K = 10^7 ended in a MemoryError. predict's own check now refuses it."""
+    import time
+
+    base = results["predict"].to_dict()
+    for change, why in [({"K": 10**12, "write_rate": 0.1}, "K must be an integer in [1, 1024], got 1000000000000"),
+                        ({"K": 2000}, "K must be an integer in [1, 1024], got 2000"),
+                        ({"K": 6.5}, "K must be an integer in [1, 1024], got 6.5"),
+                        ({"write_rate": 2.0}, "write_rate must be in (0, 1], got 2.0"),
+                        ({"p": 1.5}, "p must be in [0, 1], got 1.5"),
+                        ({"kappa": None}, "kappa must be a number >= 0, got None")]:
+        start = time.perf_counter()
+        text = api.report({**base, **change})
+        assert time.perf_counter() - start < 30
+        assert ("no curve is drawn: this result&#x27;s inputs are out of predict&#x27;s bounds ("
+                + html.escape(why, quote=True) + ")") in text, change
+        assert "pred-this-R" not in text
+        assert_offline(text)
+
+
+def test_a_calibrated_prediction_says_its_ratios_are_in_time(tmp_path, capsys):
+    """Before 2026-12-03 the report labelled a calibrated R_u 'pass counting, strong weight
+    passes' where the CLI said strong replica time: the rule lived in the CLI's text alone."""
+    from conftest import run_json
+
+    cal = tmp_path / "calib.toml"
+    cal.write_text('[calibration]\nsource = "test rig"\n[ratios]\nkappa = 0.25\nv_over_d = 0.05\n')
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))
+    assert r["ratios_measure"] == "time"
+    text = api.report(r)
+    cards = _section(text, "verdict")
+    assert "R_u (calibrated: in time)" in cards and "strong replica time / Strong-only" in cards
+    assert "pass counting" not in cards and "weight passes" not in cards
+    assert _rows(_section(text, "tables"))["R"][1] == "strong replica time / Strong-only"
+    assert "R_u: strong replica time / Strong-only" in text  # the curve's legend (a comment in the SVG)
+    # kappa alone measured: R_u is still pass counting
+    cal.write_text('[ratios]\nkappa = 0.25\n')
+    r = run_json(capsys, "predict", "-p", "0.8", "--K", "6", "--calibration", str(cal))
+    assert r["ratios_measure"] == "weight passes"
+    cards = _section(api.report(r), "verdict")
+    assert "R_u (pass counting)" in cards and "strong weight passes / Strong-only" in cards
 
 
 def test_predict_draws_no_curve_that_is_not_the_results(results):
@@ -143,16 +216,65 @@ def test_plan_front_has_one_tooltip_per_point_and_the_recommendation(results, pa
     assert len(front) >= 2
     titles = re.findall(r'<g id="plan-front-(\d+)"><title>([^<]*)</title>', text)
     assert [int(i) for i, _ in titles] == list(range(len(front)))
-    for (_, tip), p in zip(titles, front):
-        assert f"USD {num(p['cost_per_1k_tasks_usd'])} per 1,000 tasks" in tip
-        assert f"p95 {num(p['latency_p95_s'])} s" in tip and p["protocol"] in tip and p["strong"]["device"] in tip
-    rec = d["recommended"]["simulated"]
+    for (_, tip), p in zip(titles, front):  # the expected text written from the JSON's own values
+        assert p["cost_per_1k_tasks_usd"] < 1000 and p["latency_p95_s"] < 1000  # shown to 4 significant digits
+        assert html.unescape(tip) == (f"{p['protocol']} K={p['K']}: {p['fleet']}; {p['fleet_gpus']} GPUs; USD "
+                                      f"{p['cost_per_1k_tasks_usd']:.4g} per 1,000 tasks; p95 {p['latency_p95_s']:.4g} s "
+                                      "(screen)")
+        assert re.fullmatch(r"\d+× strong \(\d+× [\w-]+(, EP)?\)( \+ \d+× weak \(\d+× [\w-]+\))?", p["fleet"]), p["fleet"]
+    rec = d["recommended"]
+    s, r = rec["screen"], rec["simulated"]
     star = re.findall(r'<g id="plan-recommended"><title>([^<]*)</title>', text)
-    assert len(star) == 1 and f"USD {num(rec['cost_per_1k_tasks_usd'])} per 1,000 tasks" in star[0]
+    assert len(star) == 1 and html.unescape(star[0]) == (
+        f"recommended: {s['protocol']} K={s['K']}: {r['fleet']}; {r['fleet_gpus']} GPUs; USD "
+        f"{r['cost_per_1k_tasks_usd']:.4g} per 1,000 tasks; p95 {r['latency_p95_s']:.4g} s (simulated)")
     assert html.escape(d["why"]) in text and html.escape(d["specagent_pays"]["text"]) in text
     for dev, p in d["prices"].items():  # each price with its source and date
         assert html.escape(p["source"]) in text and f"dated {p['date']}" in text, dev
     assert "USD per 1,000 tasks" in text
+    # which cell the recommendation's simulation ran, in the plan's own words
+    assert r["note"] is None and r["simulated"]["text"].endswith("tasks/s")
+    assert html.escape(r["simulated"]["text"]) in _section(text, "verdict")
+
+
+def test_a_confirmation_too_short_to_be_steady_keeps_its_caveat(results):
+    """Before 2026-12-03 the CLI said a confirmation not steady 'may be low' and the report did
+    not: the plan's JSON now carries the sentence (the core's), and both read it."""
+    from costsim.cli.plan_cmd import render
+    from costsim.planner.recommendation import not_steady
+
+    res = results["plan"]
+    note = not_steady(120, 3.0)
+    assert note == ("on a run too short to be steady (120 tasks arrive in less than 3 of their p95s): its p95 may "
+                    "be low")
+    s, r = res.data["recommended"]
+    shaky = {**r, "steady": False, "note": note}
+    data = {**res.data, "recommended": (s, shaky), "confirmed": [(s, shaky)]}
+    text = render(data)
+    assert f"— meets the target {note}" in text and f"; {note})" in text
+    d = res.to_dict()
+    d["recommended"]["simulated"].update(steady=False, note=note)
+    d["confirmed"][0]["simulated"].update(steady=False, note=note)
+    page = api.report(d)
+    assert f"<b>Caveat:</b> {html.escape(note)}." in _section(page, "verdict")
+    assert html.escape(note) in _section(page, "tables")
+    assert html.escape(note) in " ".join(re.findall(r'<g id="plan-recommended"><title>([^<]*)</title>', page))
+
+
+def test_a_large_front_is_drawn_in_part_and_tabulated_whole(results):
+    """Before 2026-12-03 each tooltip was one replace over the whole SVG: 5,000 front points took
+    12.7 s. Now one pass, and at most MAX_POINTS points drawn, the caption saying so."""
+    from costsim.html_report import MAX_POINTS
+
+    d = results["plan"].to_dict()
+    p0 = d["front"][0]
+    d["front"] = [dict(p0, latency_p95_s=10 + i / 100, cost_per_1k_tasks_usd=100 - i / 100) for i in range(2000)]
+    text = api.report(d)
+    ids = [int(i) for i in re.findall(r'<g id="plan-front-(\d+)"><title>', text)]
+    assert len(ids) == MAX_POINTS and ids[0] == 0 and ids[-1] == 1999 and ids == sorted(set(ids))
+    assert f"{MAX_POINTS} of its 2,000 configurations drawn, evenly spaced along it; the table below holds all" in text
+    assert len(_section(text, "tables").split("<h3>Confirmed")[0].split("<tr>")) - 2 == 2000  # less the head
+    assert_offline(text)
 
 
 def test_a_plan_that_meets_nothing_says_why_and_draws_no_point():
@@ -282,6 +404,162 @@ def test_the_output_never_goes_over_the_input(results, tmp_path, capsys):
     with pytest.raises(ValueError, match="refusing to overwrite an input file"):
         api.report(src, out=src)
     assert src.read_text() == body
+
+
+def test_a_result_file_the_reader_cannot_take_is_one_line_naming_it(results, tmp_path, capsys):
+    """Before 2026-12-03: a RecursionError, an OverflowError and Python's "Exceeds the limit (4300
+    digits) ... sys.set_int_max_str_digits()" (no file named), tracebacks or worse."""
+    pred = json.dumps(results["predict"].to_dict())
+    cases = {
+        "deep.json": ("[" * 100_000 + "]" * 100_000, "deep.json: not JSON costsim reads (nested too deeply to read"),
+        "huge.json": (pred.replace('"K": 6', '"K": 1' + "0" * 400), "huge.json: not JSON costsim reads (a number of 401 digits"),
+        "long.json": (pred.replace('"K": 6', '"K": ' + "9" * 5000), "long.json: not JSON costsim reads (a number of 5,000 digits"),
+        "inf.json": (pred.replace('"K": 6', '"K": 1e400'), "inf.json: not JSON costsim reads (the number 1e400 is out of"),
+        "nan.json": (pred.replace('"K": 6', '"K": NaN'), "nan.json: not JSON costsim reads (NaN is not a JSON number"),
+    }
+    for name, (body, phrase) in cases.items():
+        (tmp_path / name).write_text(body)
+        line = _one_line_error(capsys, ["report", str(tmp_path / name)], phrase)
+        assert "Traceback" not in line and "set_int_max_str_digits" not in line
+    # a K of 250 digits is a number a float holds: the page says why it draws no curve
+    (tmp_path / "big.json").write_text(pred.replace('"K": 6', '"K": ' + "9" * 250))
+    assert main(["report", str(tmp_path / "big.json"), "-o", str(tmp_path / "big.page")]) == 0
+    assert "no curve is drawn" in (tmp_path / "big.page").read_text(encoding="utf-8")
+    _one_line_error(capsys, ["report", "."], ".: is a directory, not a result file")
+    _one_line_error(capsys, ["report", str(tmp_path)], f"{tmp_path}: is a directory, not a result file")
+    _one_line_error(capsys, ["report", ""], "the result path is empty")
+    assert not list(tmp_path.glob("*.html"))
+
+
+def test_a_result_over_the_cap_is_refused_by_its_size_before_it_is_read(results, tmp_path, capsys, monkeypatch):
+    """Before 2026-12-03 the cap was any input's, 1 GiB; a 99 MB result peaked at 2.4 GB parsed."""
+    from costsim import files
+    from costsim.config import MAX_RESULT_BYTES
+
+    assert MAX_RESULT_BYTES == 16 << 20
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:  # sparse: the size says it all, nothing need be read
+        f.truncate(MAX_RESULT_BYTES + 1)
+    read = []
+    real = files._read_bytes
+    monkeypatch.setattr(files, "_read_bytes", lambda path, max_bytes=files.MAX_INPUT_BYTES: (read.append(max_bytes),
+                                                                                            real(path, max_bytes))[1])
+    _one_line_error(capsys, ["report", str(big)], "big.json: larger than 16 MiB, the most `costsim report` reads")
+    assert read == [MAX_RESULT_BYTES]
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(results["predict"].to_dict()))
+    assert main(["report", str(ok)]) == 0
+    # the one reader's cap, for any caller
+    with pytest.raises(OSError, match="larger than 100 bytes"):
+        files.read_text(ok, max_bytes=100)
+    assert files.read_text(ok, max_bytes=1 << 20) == ok.read_text()
+
+
+@pytest.mark.parametrize("kind,path,bad,phrase", [
+    ("replay", ("notes",), "a note, not a list", "`notes` must be a list, got 'a note, not a list'"),
+    ("replay", ("notes",), ["fine", 3], "`notes[1]` must be text, got 3"),
+    ("capacity", ("latency_p95_target_s",), "ninety", "`latency_p95_target_s` must be a number, got 'ninety'"),
+    ("plan", ("latency_p95_target_s",), "ninety", "`latency_p95_target_s` must be a number, got 'ninety'"),
+    ("plan", ("front", 0, "latency_p95_s"), "fast", "`front[0].latency_p95_s` must be a number or null, got 'fast'"),
+    ("plan", ("prices",), [], "`prices` must be an object, got a list"),
+    ("predict", ("sources",), "none", "`sources` must be an object, got 'none'"),
+    ("predict", ("R",), True, "`R` must be a number, got True"),
+    ("predict", ("ratios_measure",), "furlongs", "`ratios_measure` must be one of 'weight passes', 'time', got 'furlongs'"),
+    ("capacity", ("protocols", "specagent", "cost_per_1k_tasks_usd"), "3 USD",
+     "`protocols.specagent.cost_per_1k_tasks_usd` must be a number or null, got '3 USD'"),
+])
+def test_a_value_of_the_wrong_type_is_refused_naming_its_key(results, kind, path, bad, phrase, tmp_path, capsys):
+    """Before 2026-12-03 replay's notes as text became a bullet per letter, and a target of
+    "ninety" was drawn as a word."""
+    d = results[kind].to_dict()
+    at = d
+    for k in path[:-1]:
+        at = at[k]
+    at[path[-1]] = bad
+    with pytest.raises(ValueError) as e:
+        api.report(d)
+    assert f"the keys of `{html_report.COMMANDS[kind]} --json`, but not its values: {phrase}" == str(e.value)
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(d))
+    _one_line_error(capsys, ["report", str(src)], phrase)
+
+
+def test_no_control_character_of_a_result_reaches_the_page(results, tmp_path):
+    """Before 2026-12-03 a NUL in a result's text was written raw into the HTML."""
+    d = results["replay"].to_dict()
+    d["notes"] = ["a\x00b\x1bc\ud800d\x7fe"]
+    d["protocols"] = {"spec\x00agent": v for v in d["protocols"].values()}
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(d))  # JSON's escapes: \u0000, \ud800
+    for text in (api.report(d), api.report(src)):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]", text)
+        assert "<li>abcde</li>" in text and ">specagent<" in text
+        text.encode("utf-8")  # writable
+        assert_offline(text)
+
+
+def test_an_output_that_is_the_input_by_another_name_is_refused(results, tmp_path, capsys):
+    """One check (costsim.files.refuse_overwriting_input) for the CLI and the API: by file, not
+    by name (a hard link overwrote the result before 2026-12-03)."""
+    import os
+
+    src = tmp_path / "r.json"
+    body = json.dumps(results["predict"].to_dict())
+    src.write_text(body)
+    os.link(src, tmp_path / "same.html")
+    _one_line_error(capsys, ["report", str(src), "-o", str(tmp_path / "same.html")], "refusing to overwrite an input file")
+    with pytest.raises(ValueError, match="same.html: refusing to overwrite an input file"):
+        api.report(src, out=tmp_path / "same.html")
+    assert src.read_text() == body
+
+
+# --- units: costsim's one rule (costsim.config.unit_of), on the pages --------------------------------
+
+
+@pytest.mark.parametrize("path,expected", [
+    ("wall_s_per_step", "seconds per committed step"),
+    ("hbm_bytes_per_step", "bytes per committed step"),
+    ("strong_calls_per_task", "model calls per task"),
+    ("roofline.decode_s_per_token", "seconds per token"),
+    ("cell.pool_rates_per_s.strong", "per second"),
+    (("protocols", "specagent", "latency_p95_s"), "seconds"),
+    (("front", "3", "cost_per_1k_tasks_usd"), "USD per 1,000 tasks"),
+    ("latency_s.p95", "seconds"),
+    ("ci95_s.0", "seconds"),
+    ("arrival_rate", "tasks per second (null: a closed loop)"),
+    ("max_task_rate_per_s", "per second"),  # '_rate' names no quantity to compose with
+    ("hbm_bandwidth_gb_per_s", "GB/s"),
+    ("output_tokens_per_s", "tokens per second"),
+    ("step_scales.strong", "tokens decoded per recorded token"),
+    ("K", "chunk size, steps"),
+    ("verdict", ""),
+])
+def test_a_keys_unit_is_costsims_one_rule(path, expected):
+    from costsim.config import unit_of
+
+    assert unit_of(path) == expected
+
+
+def test_every_number_declared_has_a_unit():
+    from costsim.config import JSON_KEYS, JSON_UNITS
+
+    assert not [k for k, (types, _) in JSON_KEYS.items() if "number" in types and not JSON_UNITS.get(k)]
+
+
+def test_every_table_names_its_units(pages):
+    """Before 2026-12-03 the page lost the base unit ('per committed step' for seconds per
+    committed step), ignored an object's unit and cut its words out of prose."""
+    rows = {kind: _rows(_section(pages[kind], "tables")) for kind in ("predict", "replay", "capacity")}
+    assert rows["replay"]["wall_s_per_step"][0] == "seconds per committed step"
+    assert rows["replay"]["hbm_bytes_per_step"][0] == "bytes per committed step"
+    assert rows["replay"]["strong_calls_per_task"][0] == "model calls per task"
+    assert rows["predict"]["roofline.decode_s_per_token"][1] == "seconds per token"
+    assert rows["capacity"]["cell.pool_rates_per_s.strong"][0] == "per second"
+    assert rows["capacity"]["cell.max_task_rate_per_s"][0] == "per second"
+    inputs = _rows(_section(pages["replay"], "inputs"))
+    assert inputs["arrival_rate"][1] == "tasks per second (null: a closed loop)"
+    head = re.findall(r"<th>cost_per_1k_tasks_usd<br><span class=u>([^<]*)</span></th>", pages["plan"])
+    assert head and set(head) == {"USD per 1,000 tasks"}
 
 
 # --- in a browser, where one is installed -----------------------------------------------------------

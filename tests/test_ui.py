@@ -216,6 +216,199 @@ def test_a_bug_is_one_line_500_not_a_traceback(capsys):
     assert capsys.readouterr().err == "costsim: warning: ui: /api/predict: KeyError: 'boom'\n"
 
 
+def test_a_number_too_large_or_a_body_nested_too_deeply_is_400_not_a_bug(server, capsys):
+    status, _, body = post_plan(server, b'{"task_rate": 1' + b"0" * 400 + b"}")  # float() overflows
+    assert status == 400 and body["error"].startswith("task_rate: '1000") and body["error"].endswith("is too large a number")
+    status, _, body = post_plan(server, b"[" * 30_000 + b"]" * 30_000)  # json.loads recurses too deeply
+    assert status == 400 and body == {"error": "the body is not valid JSON (nested too deeply)"}
+    status, _, body = post_plan(server, {"task_rate": 1, "latency_p95": [[[[[[[[]]]]]]]]})
+    assert status == 400 and body["error"].startswith("latency_p95: expected a number, got '[[[[")
+    assert capsys.readouterr().err == ""  # bad input, not a bug: nothing on the terminal
+
+
+# --- the server against clients that send too slowly, too many, or ambiguously -------------------------------
+
+
+def _serving(api_=api, **handler):
+    """A :class:`Server` of its own, serving in a thread, its handler's attributes set from ``handler``
+    (``request_deadline``, ``idle_timeout``: short ones, so that a test need not wait 10 s)."""
+    s = Server("127.0.0.1", 0, api=api_)
+    for k, v in handler.items():
+        setattr(s.httpd.RequestHandlerClass, k, v)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return s
+
+
+def _raw(port, data: bytes = b"", timeout: float = 10):
+    """A socket to the server that has sent ``data``."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if data:
+        c.sendall(data)
+    return c
+
+
+def _read_all(c) -> bytes:
+    """What the server sends until it closes the connection (a timeout fails the test)."""
+    out = b""
+    while True:
+        try:
+            chunk = c.recv(65536)
+        except ConnectionResetError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def _response(raw: bytes):
+    """``(status, headers (lower-case names), parsed JSON body)`` of one raw HTTP response."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers.setdefault(k.strip().lower(), []).append(v.strip())
+    assert headers["content-type"] == ["application/json; charset=utf-8"], raw[:300]
+    return int(lines[0].split()[1]), headers, json.loads(body[:int(headers["content-length"][0])])
+
+
+def test_a_request_has_a_deadline_to_arrive_not_a_timeout_per_read():
+    s = _serving(request_deadline=1.0, idle_timeout=1.0)
+    try:
+        # headers trickled in, a line every 0.3 s: each read is quick, the whole is not
+        t0 = time.monotonic()
+        c = _raw(s.port, b"GET /api/options HTTP/1.1\r\n")
+        got = b""
+        for i in range(20):
+            try:
+                c.sendall(f"X-Slow-{i}: 1\r\n".encode())
+            except OSError:  # closed by the server
+                break
+            time.sleep(0.3)
+            c.setblocking(False)
+            try:
+                got += c.recv(65536)
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                break
+            finally:
+                c.setblocking(True)
+            if got:
+                break
+        held = time.monotonic() - t0
+        c.close()
+        assert held < 3, f"held {held:.1f} s past a 1 s deadline"
+        status, headers, body = _response(got)
+        assert status == 408 and headers["connection"] == ["close"]
+        assert body == {"error": "the request did not arrive in full within 1 s"}
+
+        # a Content-Length larger than the body sent
+        t0 = time.monotonic()
+        c = _raw(s.port, f"POST /api/plan HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: 100\r\n\r\n{{}}".encode())
+        status, _, body = _response(_read_all(c))
+        c.close()
+        assert status == 408 and time.monotonic() - t0 < 3
+
+        # an idle connection, new or kept alive after an answer, is closed
+        c = _raw(s.port)
+        t0 = time.monotonic()
+        assert _read_all(c) == b"" and 0.5 < time.monotonic() - t0 < 3
+        c.close()
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        conn.request("GET", "/api/options")
+        r = conn.getresponse()
+        assert r.status == 200 and r.getheader("Connection") is None  # kept alive
+        r.read()
+        t0 = time.monotonic()
+        assert _read_all(conn.sock) == b"" and time.monotonic() - t0 < 3
+        conn.close()
+    finally:
+        s.shutdown()
+
+
+def test_the_deadline_is_for_receiving_a_request_not_for_computing_its_answer():
+    def plan(task_rate, **kw):
+        time.sleep(1.5)  # longer than the deadline below
+        return api.Result({"task_rate_per_s": task_rate})
+    fake = types.SimpleNamespace(plan=plan, hardware=api.hardware, models=api.models, INPUT_ERRORS=api.INPUT_ERRORS)
+    s = _serving(fake, request_deadline=0.5, idle_timeout=0.5)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        conn.request("POST", "/api/plan", b'{"task_rate": 2}', {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read()) == {"task_rate_per_s": 2.0}
+        conn.request("GET", "/api/options")  # the same connection, a new request: a deadline of its own
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        s.shutdown()
+
+
+def test_connections_beyond_the_bound_are_refused_with_503_and_threads_stay_bounded():
+    bound = 32  # costsim.ui.MAX_CONNECTIONS
+    s = _serving()
+    held = []
+    try:
+        before = threading.active_count()
+        for _ in range(bound):  # half-sent requests, each holding a thread until its deadline
+            held.append(_raw(s.port, b"GET /api/options HTTP/1.1\r\nHost: "))
+        for _ in range(50):
+            if threading.active_count() - before >= bound:
+                break
+            time.sleep(0.05)
+        extra = [_raw(s.port) for _ in range(8)]
+        for c in extra:  # refused at once, before reading anything
+            status, headers, body = _response(_read_all(c))
+            c.close()
+            assert status == 503 and headers["connection"] == ["close"] and headers["retry-after"] == ["1"]
+            assert body == {"error": "the server is busy: too many connections; try again"}
+        assert threading.active_count() - before <= bound
+        for c in held:
+            c.close()
+        held.clear()
+        for _ in range(100):  # the slots come back as the threads end
+            if threading.active_count() <= before:
+                break
+            time.sleep(0.05)
+        assert request(s, "GET", "/api/options")[0] == 200
+        from costsim.ui import MAX_CONNECTIONS
+        assert MAX_CONNECTIONS == s.httpd.max_connections == bound
+    finally:
+        for c in held:
+            c.close()
+        s.shutdown()
+
+
+def test_http_servers_own_refusals_are_json_and_ambiguous_headers_refused(server):
+    port = server.port
+    host = f"Host: 127.0.0.1:{port}\r\n"
+    cases = [(b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414, "the request line is longer than 65,536 bytes"),
+             (f"GET / HTTP/1.1\r\n{host}X-Long: {'a' * 70_000}\r\n\r\n".encode(), 431,
+              "Line too long: got more than 65536 bytes when reading header line"),
+             (f"GET / HTTP/1.1\r\n{host}".encode() + b"X-A: 1\r\n" * 101 + b"\r\n", 431,
+              "Too many headers: got more than 100 headers"),
+             (b"GET / HTTP/9.9\r\n\r\n", 505, "Invalid HTTP version (9.9)"),
+             (b"GET / HTTP/1.1 x\r\n\r\n", 400, "Bad request version ('x')"),
+             (f"BREW /api/options HTTP/1.1\r\n{host}\r\n".encode(), 501, "Unsupported method ('BREW')"),
+             # two Host headers: the first would pass the DNS-rebinding check, the second be what a proxy read
+             (f"GET /api/options HTTP/1.1\r\n{host}Host: evil.example\r\n\r\n".encode(), 400,
+              "the Host header is given 2 times"),
+             # two Content-Lengths: the first would win, and the server wait for a body that never comes
+             (f"POST /api/plan HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: 5\r\n"
+              f"Content-Length: 100\r\n\r\n{{}}   ".encode(), 400, "the Content-Length header is given 2 times"),
+             (f"POST /api/plan HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: +5\r\n\r\n{{}}   ".encode(),
+              400, "Content-Length: expected a number of bytes, got '+5'")]
+    for raw, code, error in cases:
+        t0 = time.monotonic()
+        c = _raw(port, raw)
+        status, headers, body = _response(_read_all(c))
+        c.close()
+        assert (status, body) == (code, {"error": error}), (raw[:60], status, body)
+        assert headers["connection"] == ["close"] and time.monotonic() - t0 < 5
+
+
 def test_the_server_binds_loopback_unless_told_and_refuses_a_bad_port():
     with api.ui_server() as s:
         assert s.loopback and s.url == f"http://127.0.0.1:{s.port}/" and s.port > 0
@@ -420,3 +613,101 @@ def test_a_late_answer_for_earlier_inputs_is_never_shown(browser):
         finally:
             page.close()
     assert not errors, errors
+
+
+def test_a_late_answer_is_dropped_even_where_its_request_cannot_be_cancelled(browser):
+    # The stale-answer guard on its own: this page's abort() does nothing, so the answer for p_u = 0.1,
+    # 1.5 s late, does reach the page after the one for 0.62 is shown; the page must still not show it.
+    def predict(p_accept, **kw):
+        if p_accept == 0.1:
+            time.sleep(1.5)
+        return api.predict(p_accept, **kw)
+    fake = types.SimpleNamespace(predict=predict, hardware=api.hardware, models=api.models, INPUT_ERRORS=api.INPUT_ERRORS)
+    errors, late = [], []
+    with Server("127.0.0.1", 0, api=fake) as s:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        page = _page(browser, errors)
+        page.add_init_script("AbortController.prototype.abort = function () {};")
+        page.on("requestfinished", lambda r: late.append(r.url) if "p_accept=0.1&" in r.url else None)
+        try:
+            page.goto(s.url)
+            page.wait_for_selector("#predict[data-state=ok][data-p='0.8']")
+            page.fill("#p", "0.1")
+            page.wait_for_timeout(400)  # past the debounce: the request for 0.1 is on its way
+            page.fill("#p", "0.62")
+            page.wait_for_selector("#predict[data-state=ok][data-p='0.62']")
+            assert not late  # 0.62's answer came first
+            for _ in range(100):
+                if late:
+                    break
+                page.wait_for_timeout(50)
+            assert late, "the late answer was cancelled after all: this test would not hold the guard"
+            page.wait_for_timeout(300)  # the page has read it (and dropped it)
+            want = api.predict(0.62, 6)
+            assert page.get_attribute("#predict", "data-p") == "0.62"
+            assert (page.text_content("#L"), page.text_content("#R")) == (f"{want['L']:.3f}", f"{want['R']:.3f}")
+        finally:
+            page.close()
+    assert not errors, errors
+
+
+def test_the_page_shows_a_confirmations_note_and_the_plans_own_fleet_words(browser):
+    # What the page shows of a plan is the plan's: a confirmation's "note" (a run too short to be steady)
+    # next to it, none where it is null, and each point's "fleet" as it is (a confirmation's simulated one).
+    base = api.plan(1.0, devices="b200", price=["b200=5"]).to_dict()
+    assert base["recommended"] and len(base["confirmed"]) >= 2 and base["front"]
+    given = json.loads(json.dumps(base))
+    for i, c in enumerate(given["confirmed"]):
+        c["simulated"].update(steady=False, note=f"note {i}: the core's sentence", fleet=f"simulated fleet {i}, in the core's words")
+    given["recommended"]["simulated"].update(note="the recommended's note", fleet="the recommended fleet")
+    for i, p in enumerate(given["front"]):
+        p["fleet"] = f"front fleet {i}, in the core's words"
+    answers = [given, base]
+
+    def plan(task_rate, **kw):
+        return api.Result(answers.pop(0))
+    fake = types.SimpleNamespace(predict=api.predict, plan=plan, hardware=api.hardware, models=api.models,
+                                 INPUT_ERRORS=api.INPUT_ERRORS)
+    errors = []
+    with Server("127.0.0.1", 0, api=fake) as s:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        page = _page(browser, errors)
+        try:
+            page.goto(s.url)
+            page.wait_for_selector("#predict[data-state=ok]")
+            page.click("#run-plan")
+            page.wait_for_selector("#plan[data-state=ok]")
+            rows = page.locator("#confirmed tbody tr")
+            assert rows.count() == len(given["confirmed"])
+            for i in range(rows.count()):
+                cells = rows.nth(i).locator("td")
+                assert cells.nth(1).text_content() == f"simulated fleet {i}, in the core's words"
+                assert cells.last.locator(".caveat").text_content() == f"note {i}: the core's sentence"
+            assert page.text_content("#plan-recommended-note") == "the recommended's note"
+            assert "the recommended fleet: " in page.text_content("#plan-recommended")
+            fleets = page.locator("#front tbody tr td:last-child").all_text_contents()
+            assert fleets == [f"front fleet {i}, in the core's words" for i in range(len(given["front"]))]
+
+            page.fill("#task_rate", "1.5")  # the plan again: the core's own answer
+            page.click("#run-plan")
+            page.wait_for_selector("#plan-status:has-text('done')")
+            page.wait_for_function("!document.querySelector('#plan-recommended-note')")
+            notes = [c["simulated"]["note"] for c in base["confirmed"] if c["simulated"]["note"] is not None]
+            assert page.locator("#confirmed .caveat").all_text_contents() == notes  # none where steady
+            assert page.locator("#front tbody tr td:last-child").all_text_contents() == [p["fleet"] for p in base["front"]]
+            assert [rows.nth(i).locator("td").nth(1).text_content() for i in range(rows.count())] == \
+                [c["simulated"]["fleet"] for c in base["confirmed"]]
+        finally:
+            page.close()
+    assert not errors, errors
+
+
+def test_the_docs_quote_the_servers_limits():
+    from costsim import ui
+
+    root = Path(__file__).resolve().parents[1]
+    docs, readme = (root / "docs/api.md").read_text(), (root / "README.md").read_text()
+    deadline, idle, bound = f"{ui.REQUEST_DEADLINE_S:g} s", f"{ui.IDLE_TIMEOUT_S:g} s", str(ui.MAX_CONNECTIONS)
+    assert f"in full {deadline} after its first byte (408" in docs and f"closed after {idle}" in docs
+    assert f"beyond the {bound} served at once (503" in docs
+    assert f"a request has {deadline} to arrive, at most {bound} connections" in readme

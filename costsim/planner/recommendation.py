@@ -66,17 +66,31 @@ def confirm(tasks, base, s: Screened, task_rate: float, target_s: float, price_t
     usd_h = sum(gpus[k] * price_table[d.device.name]["usd_per_gpu_hour"]
                 for k, d in (("strong", c.strong), ("weak", c.weak)) if k in gpus)
     api = float(np.mean([r.get("api_cost_usd", 0.0) for r in rows]))
-    return {"strong_replicas": strong, "weak_replicas": weak,
+    return {"strong_replicas": strong, "weak_replicas": weak, "fleet": c.fleet(strong, weak),
             "fleet_gpus": sum(gpus.values()), "strong_fleet_gpus": gpus.get("strong", 0),
             "weak_fleet_gpus": gpus.get("weak", 0),
             "latency_p50_s": p50, "latency_p95_s": p95, "meets_target": p95 <= target_s,
             "cost_per_1k_tasks_usd": usd_per_1k_tasks(usd_h, task_rate, api),
             "api_cost_per_1k_tasks_usd": 1000.0 * api,
             "simulated": {"cells": cells, "strong_replicas": cs, "weak_replicas": cw, "task_rate_per_cell": share,
-                          "tasks": len(rows), "steady": steady},
+                          "tasks": len(rows), "steady": steady, "text": cell_words(cells, cs, cw, share)},
             "tasks_simulated": len(rows), "steady": steady, "grown": attempt,
+            "note": None if steady else not_steady(len(rows), srch.steady_spans),
             "strong_batch": rows[0]["strong_mean_batch"] if strong else None,
             "weak_batch": rows[0]["weak_mean_batch"] if weak else None}
+
+
+def cell_words(cells: int, strong: int, weak: int, rate: float) -> str:
+    """The cell a confirmation simulated, in words: 'one of 8 cells (1 strong + 8 weak) at 12.5
+    tasks/s', or 'the whole fleet as one cell (...)' (a confirmation's ``simulated.text``)."""
+    which = f"one of {cells} cells" if cells > 1 else "the whole fleet as one cell"
+    return f"{which} ({strong} strong + {weak} weak) at {rate:.3g} tasks/s"
+
+
+def not_steady(tasks: int, spans: float) -> str:
+    """The caveat of a confirmation whose run was too short to be steady (its ``note``)."""
+    return (f"on a run too short to be steady ({tasks:,} tasks arrive in less than {spans:g} of their p95s): "
+            "its p95 may be low")
 
 
 def specagent_payoff_of(base, s: Screened, tasks) -> Payoff:
@@ -115,7 +129,8 @@ def recommend(tasks, base, task_rate: float, target_s: float, configs, price_tab
         """(candidate, confirmation) for each of ``batch``: kept ones from the state, the rest
         side by side on ``workers`` processes (independent runs: the same as one by one)."""
         keys = [(tasks, base, s, task_rate, target_s, usd, _apis(base, [s.config]), "cells") for s in batch]
-        got = [state.get("confirm", k, valid=lambda v: isinstance(v, dict) and "meets_target" in v) if state else None
+        got = [state.get("confirm", k, valid=lambda v: isinstance(v, dict) and {"meets_target", "fleet", "note"} <= set(v))
+               if state else None
                for k in keys]
         new = iter(fork_map(lambda s: confirm(tasks, base, s, task_rate, target_s, price_table),
                             [s for s, r in zip(batch, got) if r is None], workers))
@@ -259,6 +274,7 @@ def point(s: Screened) -> dict:
             "weak": None if c.weak is None else {"device": c.weak.device.name, "gpus_per_replica": c.weak.n_devices},
             "api": c.api,
             "feasible": s.feasible, "strong_replicas": s.strong_replicas, "weak_replicas": s.weak_replicas,
+            "fleet": c.fleet(s.strong_replicas, s.weak_replicas),
             "fleet_gpus": s.gpus, "cost_per_1k_tasks_usd": s.cost_per_1k, "latency_p95_s": s.p95_s,
             "uncontended_latency_p95_s": s.uncontended_p95_s, "strong_batch": s.strong_batch,
             "weak_batch": s.weak_batch, "why_not": s.why or None}

@@ -24,15 +24,26 @@ class Config:
     api: str | None = None         # the API profile of the strong model (edge-cloud protocols)
 
     def describe(self) -> str:
-        parts = [self.protocol + (f" K={self.K}" if self.K else "")]
-        if self.strong is not None:
-            parts.append(f"strong {self.strong.n_devices}x {self.strong.device.name}"
-                         + (" EP" if self.strong.expert_parallel else ""))
+        """The configuration in words: 'specagent K=6: strong (8× h200, EP) + weak (1× h200)'."""
+        return self.protocol + (f" K={self.K}" if self.K else "") + ": " + self.fleet()
+
+    def fleet(self, strong: int | None = None, weak: int | None = None) -> str:
+        """The fleet in words: '2× strong (8× h200, EP) + 4× weak (1× h200)', the strong model
+        behind an API as 'strong via the NAME API'. ``strong``, ``weak``: the replicas of each
+        pool (None: the pools alone, as :meth:`describe` says them); a pool of 0 replicas is
+        left out. The one description of a fleet: plan's JSON ``fleet``, its text, `costsim report`."""
+        def pool(role: str, dep: Deployment, n: int | None) -> str:
+            return (f"{n}× {role}" if n is not None else role) + (
+                f" ({dep.n_devices}× {dep.device.name}" + (", EP" if dep.expert_parallel else "") + ")")
+
+        out = []
+        if self.strong is not None and strong != 0:
+            out.append(pool("strong", self.strong, strong))
         if self.api:
-            parts.append(f"strong API {self.api}")
-        if self.weak is not None:
-            parts.append(f"weak {self.weak.n_devices}x {self.weak.device.name}")
-        return ", ".join(parts)
+            out.append(f"strong via the {self.api} API")
+        if self.weak is not None and weak != 0:
+            out.append(pool("weak", self.weak, weak))
+        return " + ".join(out)
 
 
 def configurations(strong_model, weak_model, devices=PLAN_SEARCH.devices, protocols=PLAN_SEARCH.protocols,

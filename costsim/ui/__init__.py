@@ -15,18 +15,27 @@ reference) and three JSON endpoints, served by the standard library's
 The page holds no formula: every number it shows is one of these answers. The API is handed
 in (:func:`costsim.api.ui_server` passes itself) rather than imported, so that this module and
 the API do not import each other. Bad input is HTTP 400 with ``{"error": "<costsim's one
-line>"}``, an unknown path 404; no traceback reaches the page. The models, devices and engines
-are the shipped profiles' names only: a page without authentication reads no file named in a
-request.
+line>"}``, an unknown path 404; every refusal, http.server's own included (a request line or
+header too long: 414, 431), is that JSON, and no traceback reaches the page. The models, devices and engines are the
+shipped profiles' names only: a page without authentication reads no file named in a request.
+
+A client cannot hold the server: a request has ``REQUEST_DEADLINE_S`` from its first byte to
+arrive in full (request line, headers and body, however slowly they trickle in), a connection
+waits ``IDLE_TIMEOUT_S`` for its next request, and at most ``MAX_CONNECTIONS`` are served at
+once (one more is answered 503 and closed). The deadline is for receiving a request only: a plan
+takes the seconds it takes.
 """
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
+import re
 import socket
 import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -38,6 +47,16 @@ from ..config import COMMANDS, DEPLOYMENTS, PLAN_SEARCH, SpecAgentOptions
 MAX_BODY_BYTES = 64 * 1024
 #: The longest text value taken (a profile name, a "DEVICE=USD" price).
 MAX_TEXT = 200
+#: Seconds a request has to arrive in full (request line, headers, body), from its first byte.
+REQUEST_DEADLINE_S = 10.0
+#: Seconds a connection waits for its next request (a new one, or one kept alive after an answer).
+IDLE_TIMEOUT_S = 5.0
+#: Seconds an answer has to be sent.
+WRITE_TIMEOUT_S = 10.0
+#: Connections served at once: one more is answered 503 and closed.
+MAX_CONNECTIONS = 32
+#: Request headers the server reads that a request may give once only.
+SINGLE_HEADERS = ("Host", "Origin", "Content-Type", "Content-Length", "Transfer-Encoding")
 
 #: predict's query parameters: name -> kind ("number", "integer", or the profiles a name is one of).
 PREDICT_PARAMS = {"p_accept": "number", "K": "integer", "kappa": "number", "strong": "models", "weak": "models",
@@ -208,7 +227,7 @@ class Server:
             if kind == "number":
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise BadRequest(f"{key}: expected a number, got {_short(value)}")
-                args[key] = float(value)
+                args[key] = _number(key, value)
             elif kind in ("devices list", "prices"):
                 if not isinstance(value, list) or not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in value):
                     raise BadRequest(f"{key}: expected a list of names" if kind == "devices list"
@@ -263,15 +282,21 @@ def _is_loopback(addr: str) -> bool:
 
 def _short(value) -> str:
     """``value`` quoted for a message, cut to a readable length."""
-    text = value if isinstance(value, str) else json.dumps(value)
+    try:
+        text = value if isinstance(value, str) else json.dumps(value)
+    except (ValueError, RecursionError):  # an int of too many digits, a list nested too deeply
+        text = f"a {type(value).__name__}"
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _number(key: str, text: str) -> float:
+def _number(key: str, text) -> float:
+    """``text`` (a query's text, or a JSON number) as a float; a number too large for one is bad input."""
     try:
         return float(text)
     except ValueError:
         raise BadRequest(f"{key}: expected a number, got {_short(text)}") from None
+    except OverflowError:  # an integer beyond a float's range (JSON's 1 followed by 400 zeros)
+        raise BadRequest(f"{key}: {_short(text)} is too large a number") from None
 
 
 def _integer(key: str, text: str) -> int:
@@ -281,14 +306,77 @@ def _integer(key: str, text: str) -> int:
         raise BadRequest(f"{key}: expected an integer, got {_short(text)}") from None
 
 
+#: The answer to a connection beyond MAX_CONNECTIONS (sent as it is accepted, before it is read).
+BUSY = json.dumps({"error": "the server is busy: too many connections; try again"}).encode("utf-8")
+BUSY_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+                 b"Content-Length: %d\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                 b"Retry-After: 1\r\nConnection: close\r\n\r\n%s" % (len(BUSY), BUSY))
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    max_connections = MAX_CONNECTIONS
+
+    def __init__(self, *args, **kwargs):
+        #: A thread per connection, at most ``max_connections`` of them.
+        self.slots = threading.BoundedSemaphore(self.max_connections)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address):
+        """A thread for the connection where a slot is free; else 503 at once, and closed."""
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.setblocking(False)  # the accepting thread never waits on a client
+                request.send(BUSY_RESPONSE)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread: the slot is free again
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request, client_address):
         """A client that went away is nothing to report; anything else is one line, no traceback."""
         e = sys.exc_info()[1]
         if not isinstance(e, (ConnectionError, TimeoutError)):
             print(f"costsim: warning: ui: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read waiting at most until :attr:`deadline` (``time.monotonic()``):
+    a socket timeout bounds one read, so a client sending a byte at a time would hold the
+    connection for as long as it likes; a deadline bounds them all. :attr:`expired`: whether a
+    read found it passed."""
+
+    def __init__(self, sock: socket.socket):
+        super().__init__()
+        self._sock = sock
+        self.deadline = time.monotonic()
+        self.expired = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.expired = True
+            raise TimeoutError("the deadline passed")
+        self._sock.settimeout(left)
+        try:
+            return self._sock.recv_into(buffer)
+        except TimeoutError:
+            self.expired = True
+            raise
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -298,11 +386,78 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "costsim-ui"
     sys_version = ""
     protocol_version = "HTTP/1.1"
-    timeout = 120  # s: an idle kept-alive connection is closed after this
+    timeout = WRITE_TIMEOUT_S  # s: the socket's timeout while an answer is sent (reads have a deadline)
+    idle_timeout = IDLE_TIMEOUT_S
+    request_deadline = REQUEST_DEADLINE_S
     allow = ()
 
     def log_message(self, format, *args):  # quiet: the terminal shows the URL and nothing else
         pass
+
+    # --- receiving a request, within its deadline ---------------------------------------------------
+
+    def setup(self):
+        super().setup()
+        self.rfile.close()  # the socket's own file: replaced by one that reads against a deadline
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self):
+        """Wait ``idle_timeout`` for a request, then give it ``request_deadline`` to arrive in
+        full; one that does not is answered 408 (where nothing was answered yet) and closed."""
+        reader = self._reader
+        self._answered = False
+        reader.deadline = time.monotonic() + self.idle_timeout
+        try:
+            if not self.rfile.peek(1):  # the client closed the connection
+                self.close_connection = True
+                return
+        except OSError:  # idle too long (TimeoutError), or gone
+            self.close_connection = True
+            return
+        reader.deadline, reader.expired = time.monotonic() + self.request_deadline, False
+        self.command, self.request_version, self.requestline = None, "", ""  # none of the last request's
+        super().handle_one_request()
+        if reader.expired:
+            self.close_connection = True
+            if not self._answered:
+                try:
+                    self.send_error(HTTPStatus.REQUEST_TIMEOUT,
+                                    f"the request did not arrive in full within {self.request_deadline:g} s")
+                except OSError:
+                    pass
+
+    def parse_request(self) -> bool:
+        """http.server's parse, then a refusal of a header the server reads given twice (two
+        Host headers, two Content-Lengths: which one holds is ambiguous) or a Content-Length
+        that is not a number of bytes."""
+        if not super().parse_request():
+            return False
+        for name in SINGLE_HEADERS:
+            n = len(self.headers.get_all(name, ()))
+            if n > 1:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"the {name} header is given {n} times")
+                return False
+        length = self.headers.get("Content-Length")
+        if length is not None and not re.fullmatch(r"[0-9]{1,15}", length.strip()):
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Content-Length: expected a number of bytes, got {_short(length)}")
+            return False
+        if self.command != "POST" and ("Transfer-Encoding" in self.headers or (length or "0").strip() != "0"):
+            self.close_connection = True  # a body no endpoint reads: it would be read as the next request
+        return True
+
+    def send_error(self, code, message=None, explain=None):
+        """http.server's own refusals (a request line or header line too long, too many headers,
+        a malformed request line, a method without a ``do_``) in the endpoints' JSON, not its
+        HTML page; the connection is closed."""
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # what parse_request assumes of a version it refuses: no
+            self.request_version = ""           # status line, no headers; no client speaks HTTP/0.9
+        if code == HTTPStatus.REQUEST_URI_TOO_LONG and message is None:
+            message = "the request line is longer than 65,536 bytes"
+        elif code == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE and explain:
+            message = f"{message}: {explain}"
+        self._error(code, message or HTTPStatus(code).phrase)
 
     def do_GET(self):
         self._answer("GET")
@@ -372,23 +527,26 @@ class _Handler(BaseHTTPRequestHandler):
         """The request's JSON body: declared as JSON, with its length, at most MAX_BODY_BYTES."""
         if self.headers.get("Content-Type", "").split(";")[0].strip().lower() != "application/json":
             raise BadRequest("expected Content-Type: application/json", HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        if "Transfer-Encoding" in self.headers:
             raise BadRequest("a chunked body is not taken: send its Content-Length", HTTPStatus.LENGTH_REQUIRED)
         try:
-            length = int(self.headers.get("Content-Length", ""))
+            length = int(self.headers.get("Content-Length", ""))  # digits only (parse_request)
         except ValueError:
             raise BadRequest("a body needs its Content-Length", HTTPStatus.LENGTH_REQUIRED) from None
-        if length < 0:
-            raise BadRequest("a negative Content-Length")
         if length > MAX_BODY_BYTES:
             self.close_connection = True  # the body is not read: the connection cannot be reused
             raise BadRequest(f"the body is {length:,} bytes; at most {MAX_BODY_BYTES:,} are taken",
                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-        raw = self.rfile.read(length)
+        raw = self.rfile.read(length)  # TimeoutError past the request's deadline: 408
+        if len(raw) < length:  # the client closed its side before the body's end
+            self.close_connection = True
+            raise BadRequest(f"the body ended after {len(raw):,} of its {length:,} bytes")
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise BadRequest(f"the body is not valid JSON ({e})") from None
+        except RecursionError:
+            raise BadRequest("the body is not valid JSON (nested too deeply)") from None
 
     def _json(self, status: int, obj) -> None:
         data = json.dumps(obj, allow_nan=False, ensure_ascii=False).encode("utf-8")
@@ -400,6 +558,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(status, {"error": " ".join(str(message).split()) or HTTPStatus(status).phrase})
 
     def _send(self, status: int, data: bytes, ctype: str) -> None:
+        self._answered = True
+        self.connection.settimeout(self.timeout)  # reads had the request's deadline; an answer has its own
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
