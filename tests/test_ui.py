@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import types
@@ -459,7 +458,9 @@ def test_open_browser_never_fails(monkeypatch):
 
 def _start_cli(*args):
     """``costsim ui --no-open ARGS`` in a process of its own, Ctrl-C reaching it as from a terminal."""
-    p = subprocess.Popen([sys.executable, "-c", "from costsim.cli import run; run()", "ui", "--no-open", *args],
+    from conftest import costsim_argv
+
+    p = subprocess.Popen([*costsim_argv(), "ui", "--no-open", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = p.stdout.readline()
