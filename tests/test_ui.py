@@ -588,13 +588,18 @@ def test_the_page_shows_the_apis_numbers_as_the_slider_moves(server, browser):
     assert not errors, errors
 
 
+def _late_at(p: float, late_s: float = 1.5):
+    """The API, its predict answering ``late_s`` late for p_u = ``p``."""
+    def predict(p_accept, **kw):
+        if p_accept == p:
+            time.sleep(late_s)
+        return api.predict(p_accept, **kw)
+    return types.SimpleNamespace(predict=predict, hardware=api.hardware, models=api.models, INPUT_ERRORS=api.INPUT_ERRORS)
+
+
 def test_a_late_answer_for_earlier_inputs_is_never_shown(browser):
     # The answer for p_u = 0.1 comes 1.5 s late, after the one for 0.62 (asked for later) is shown.
-    def predict(p_accept, **kw):
-        if p_accept == 0.1:
-            time.sleep(1.5)
-        return api.predict(p_accept, **kw)
-    fake = types.SimpleNamespace(predict=predict, hardware=api.hardware, models=api.models, INPUT_ERRORS=api.INPUT_ERRORS)
+    fake = _late_at(0.1)
     errors = []
     with Server("127.0.0.1", 0, api=fake) as s:
         threading.Thread(target=s.serve_forever, daemon=True).start()
@@ -619,11 +624,7 @@ def test_a_late_answer_for_earlier_inputs_is_never_shown(browser):
 def test_a_late_answer_is_dropped_even_where_its_request_cannot_be_cancelled(browser):
     # The stale-answer guard on its own: this page's abort() does nothing, so the answer for p_u = 0.1,
     # 1.5 s late, does reach the page after the one for 0.62 is shown; the page must still not show it.
-    def predict(p_accept, **kw):
-        if p_accept == 0.1:
-            time.sleep(1.5)
-        return api.predict(p_accept, **kw)
-    fake = types.SimpleNamespace(predict=predict, hardware=api.hardware, models=api.models, INPUT_ERRORS=api.INPUT_ERRORS)
+    fake = _late_at(0.1)
     errors, late = [], []
     with Server("127.0.0.1", 0, api=fake) as s:
         threading.Thread(target=s.serve_forever, daemon=True).start()
