@@ -495,8 +495,8 @@ def measure_of(d: dict) -> str:
 
 
 def predict_curve(d: dict) -> tuple[str | None, str]:
-    """R_u and L_u against p_u (:mod:`costsim.formulas`, the form predict reports: the paper's,
-    or the renewal form with a write rate) at the result's K, v/d, repair per rejection and
+    """R_u and L_u against p_u (:func:`costsim.prediction.closed_form_ratios`, the form predict
+    reports: the paper's, or the renewal form with a write rate) at the result's K, v/d, repair per rejection and
     kappa, its p_u marked; ``(None, why)`` where the result's inputs are out of predict's bounds
     (:func:`costsim.prediction.check_closed_form`: a K of 10^6 would take gigabytes), or where
     the curve does not reproduce the result's R_u and L_u at its p_u (then it is not predict's
@@ -505,7 +505,7 @@ def predict_curve(d: dict) -> tuple[str | None, str]:
 
     from . import formulas
     from .figures.draw import COLORS, _plt
-    from .prediction import check_closed_form
+    from .prediction import check_closed_form, closed_form_ratios
 
     K, vd, rho, kappa, p0, q = (d.get(k) for k in ("K", "v_over_d", "rho_per_rejection", "kappa", "p", "write_rate"))
     try:
@@ -517,11 +517,10 @@ def predict_curve(d: dict) -> tuple[str | None, str]:
         return None, f"no curve is drawn: this result's inputs are out of predict's bounds ({why})"
     ps = np.linspace(0.0, 1.0, 101)
 
+    chunks = None if q is None else formulas.chunk_length_pmf_write_rate(q, K)
+
     def ratios(p):
-        if q is None:
-            return formulas.R_and_L(p, K, vd, rho, kappa)
-        rr = formulas.renewal_ratios(p, *formulas.chunk_length_pmf_write_rate(q, K), vd, rho, kappa)
-        return rr["R"], rr["L"]
+        return closed_form_ratios(p, K, vd, rho, kappa, chunks)
 
     with np.errstate(all="ignore"):
         R, L = ratios(ps)

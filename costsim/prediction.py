@@ -281,6 +281,17 @@ def predict(p: float, K: int, *, v_over_d=None, rho=None, kappa=None, write_rate
     return out
 
 
+def closed_form_ratios(p, K: int, vd: float, rho: float, kappa: float, chunks=None):
+    """``(R_u, L_u)`` at ``p`` (a number or an array) in the form predict reports them: the
+    paper's, every chunk K steps; or, with ``chunks`` (the chunk-length pmfs of a write rate,
+    :func:`costsim.formulas.chunk_length_pmf_write_rate`), the renewal form. The one choice
+    between the two forms, for predict's averages over p_u and `costsim report`'s curve."""
+    if chunks is None:
+        return formulas.R_and_L(p, K, vd, rho, kappa)
+    r = formulas.renewal_ratios(p, *chunks, vd, rho, kappa)
+    return r["R"], r["L"]
+
+
 def over_beta(p_dist: str, K: int, vd: float, rho: float, kappa: float, chunks=None) -> dict:
     """R_u and L_u (pass counting, as predict's main answer) averaged over tasks whose p_u is
     drawn from ``p_dist`` = 'beta:a,b' (what `costsim acceptance` fits): each task's steps
@@ -290,10 +301,7 @@ def over_beta(p_dist: str, K: int, vd: float, rho: float, kappa: float, chunks=N
     a, b = beta_params(p_dist)
 
     def ratios(q):
-        if chunks is None:
-            return np.stack([formulas.R(q, K, vd, rho), formulas.L(q, K, vd, rho, kappa)])
-        r = formulas.renewal_ratios(q, *chunks, vd, rho, kappa)
-        return np.stack([r["R"], r["L"]])
+        return np.stack(closed_form_ratios(q, K, vd, rho, kappa, chunks))
 
     R, L = formulas.expected_over_beta(ratios, a, b)
     mean = a / (a + b)
