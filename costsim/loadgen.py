@@ -141,31 +141,36 @@ def sharegpt_lengths() -> np.ndarray:
     return np.array([[int(a), int(b)] for a, b in rows[1:]], dtype=np.int64)
 
 
-#: The most bytes of a `vllm bench serve` result read for its requests (a detailed result of
-#: MAX_PROMPTS requests with their texts is about this size).
-MAX_RESULT_BYTES = 1 << 30
+#: The most bytes of a `vllm bench serve --save-detailed` result read for its requests: one of
+#: 10^5 requests of 128 tokens, with their texts and token gaps, is about 200 MB.
+MAX_ARRIVALS_BYTES = 256 << 20
 
 
 def sent(path) -> tuple[Load, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The requests a `vllm bench serve --save-detailed` result file sent, to send again:
     ``(load, (input_lens, output_lens, send_s))``, the lengths each request had (an output at
-    least 1) and its send time in seconds from the first (vLLM's ``start_times``, when the
-    client sent it). ``load`` carries the run's count, rate and burstiness. A closed loop
-    (``max_concurrency`` set) is refused: its send times followed the server that answered,
-    and are simulated by the loop itself (``--max-concurrency``)."""
+    least 1) and its send time in seconds from the benchmark's start (vLLM's ``start_times``,
+    when the client sent it, less the start: the last finish, ``start_times + latencies``, less
+    the ``duration``; where the file lacks those, the first send). ``load`` carries the run's
+    count, rate and burstiness. A closed loop (``max_concurrency`` set) is refused: its send
+    times followed the server that answered, and are simulated by the loop itself
+    (``--max-concurrency``)."""
     import json
     from pathlib import Path
 
-    p = Path(path)
-    where = f"--arrivals {p.name}"
+    from .files import read_text
+
+    where = f"--arrivals {Path(path).name}"
     try:
-        if p.stat().st_size > MAX_RESULT_BYTES:
-            raise ValueError(f"{where}: larger than {MAX_RESULT_BYTES >> 20} MiB")
-        r = json.loads(p.read_bytes(), parse_constant=lambda c: _refuse(where, c))
+        r = json.loads(read_text(path, max_bytes=MAX_ARRIVALS_BYTES), parse_constant=lambda c: _refuse(where, c))
     except OSError as e:
         raise ValueError(f"{where}: cannot read it ({e.strerror or e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{where}: not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: not JSON costsim reads (nested too deeply)") from None
+    except ValueError as e:  # an integer of thousands of digits, or NaN/Infinity (_refuse's own)
+        raise (e if str(e).startswith(where) else ValueError(f"{where}: not JSON costsim reads (a number too long)")) from None
     if not isinstance(r, dict) or not isinstance(r.get("start_times"), list):
         raise ValueError(f"{where}: no per-request send times (rerun vllm bench serve with --save-detailed)")
     if r.get("max_concurrency") is not None:

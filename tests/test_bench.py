@@ -327,7 +327,8 @@ def test_any_result_file_is_requests_or_one_error(tmp_path_factory, r):
     ('{"completed": 3}', "--save-detailed"), ('{"start_times": [1, NaN], "input_lens": [1, 1], "output_lens": [1, 1]}', "NaN"),
     ('{"start_times": [1, 2], "input_lens": [1], "output_lens": [1, 1]}', "one entry per request"),
     ('{"max_concurrency": 4, "start_times": [1], "input_lens": [1], "output_lens": [1]}', "--max-concurrency instead"),
-    ("not json", "not JSON"),
+    ("not json", "not JSON"), ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"start_times": [' + "9" * 5000 + "]}", "a number too long"),
 ])
 def test_a_bad_arrivals_file_is_one_line(tmp_path, capsys, text, msg):
     f = tmp_path / "r.json"
